@@ -1,0 +1,1 @@
+"""The model: run events, the Run aggregate, workflow definitions and output declarations."""

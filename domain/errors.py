@@ -1,0 +1,62 @@
+"""Named domain errors; each carries a stable code and the ids involved."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class DomainError(Exception):
+    """A request the model refuses; nothing is appended."""
+
+    code = "VALIDATION_FAILED"
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+class IllegalTransition(DomainError):
+    """The run's state does not allow this step."""
+
+    code = "ILLEGAL_TRANSITION"
+
+
+class RunAlreadyStarted(IllegalTransition):
+    """A run can be started once."""
+
+    code = "RUN_ALREADY_STARTED"
+
+
+class RunAlreadyFinished(IllegalTransition):
+    """The run has reached a terminal state."""
+
+    code = "RUN_ALREADY_FINISHED"
+
+
+class ClarifyNotFound(DomainError):
+    """No such question is pending or was ever asked in this run."""
+
+    code = "CLARIFY_NOT_FOUND"
+
+
+class ClarifyAlreadyAnswered(DomainError):
+    """The question was answered before (idempotent success for callers)."""
+
+    code = "CLARIFY_ALREADY_ANSWERED"
+
+
+class UnknownVisit(IllegalTransition):
+    """The visit is not open in this run."""
+
+    code = "VISIT_NOT_OPEN"
+
+
+class GraphInvalid(DomainError):
+    """A workflow definition has one or more problems."""
+
+    code = "GRAPH_INVALID"
+
+    def __init__(self, problems: list[str], **details: Any) -> None:
+        super().__init__("; ".join(problems), problems=problems, **details)
+        self.problems = problems

@@ -1,0 +1,187 @@
+"""The run event catalogue: immutable, past-tense facts, one stream per run.
+
+Tags are stored with every event and must never change. Add fields only with defaults.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Union
+from uuid import UUID
+
+import msgspec
+
+JSON = dict[str, Any]
+
+
+class RunEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
+    """Base of every run event: which run, its position in the run, when."""
+
+    originator_id: UUID
+    originator_version: int
+    timestamp: datetime
+
+
+class RunCreated(RunEvent, frozen=True, tag="RunCreated"):
+    """A caller created a run of one version of a workflow."""
+
+    workflow_id: int
+    workflow_name: str
+    workflow_version: int
+    display_name: str
+    mode: str
+    variables: JSON = {}
+    uploaded_files: tuple[str, ...] = ()
+    ttl_hours: int = 720
+    caller_key_id: str = ""
+    idempotency_key: str | None = None
+
+
+class RunStarted(RunEvent, frozen=True, tag="RunStarted"):
+    """The run was started and the engine took it on."""
+
+
+class VisitStarted(RunEvent, frozen=True, tag="VisitStarted"):
+    """The engine began one visit of a node."""
+
+    visit_uuid: str
+    node_id: str
+    node_type: str
+    node_label: str
+    iter_seq: int
+    sort_order: int
+    from_node_id: str | None = None
+    from_visit_uuid: str | None = None
+    predecessor_visit_uuids: tuple[str, ...] = ()
+
+
+class NodeStreamed(RunEvent, frozen=True, tag="NodeStreamed"):
+    """A visit produced a piece of its stream (thinking, tool call, TODO list...)."""
+
+    visit_uuid: str
+    node_id: str
+    kind: str
+    content: str
+    tool_name: str | None = None
+
+
+class VisitCompleted(RunEvent, frozen=True, tag="VisitCompleted"):
+    """A visit finished with an output envelope."""
+
+    visit_uuid: str
+    node_id: str
+    output: JSON
+
+
+class VisitFailed(RunEvent, frozen=True, tag="VisitFailed"):
+    """A visit failed with an error."""
+
+    visit_uuid: str
+    node_id: str
+    error: str
+    output: JSON | None = None
+
+
+class VisitSkipped(RunEvent, frozen=True, tag="VisitSkipped"):
+    """A node was not run because a branch condition excluded it."""
+
+    visit_uuid: str
+    node_id: str
+    node_type: str
+    node_label: str
+    sort_order: int
+    reason: str = ""
+
+
+class VisitRecorded(RunEvent, frozen=True, tag="VisitRecorded"):
+    """A finished visit was recorded as a whole (the snapshot is a projection)."""
+
+    visit_uuid: str
+    node_id: str
+
+
+class PlannerDecided(RunEvent, frozen=True, tag="PlannerDecided"):
+    """The planner chose the next node (None: finish the run) and said why."""
+
+    next_node_id: str | None
+    reason: str
+    from_node_id: str | None = None
+
+
+class ClarifyRequested(RunEvent, frozen=True, tag="ClarifyRequested"):
+    """A visit paused the run with a question for the user."""
+
+    clarify_id: str
+    visit_uuid: str
+    node_id: str
+    question: str
+    choices: tuple[str, ...] = ()
+
+
+class ClarifyAnswered(RunEvent, frozen=True, tag="ClarifyAnswered"):
+    """The user answered a pending question; the run may go on."""
+
+    clarify_id: str
+    answer: str
+
+
+class RunCancelRequested(RunEvent, frozen=True, tag="RunCancelRequested"):
+    """A caller asked for the run to be cancelled."""
+
+    reason: str = ""
+
+
+class RunCancelled(RunEvent, frozen=True, tag="RunCancelled"):
+    """The engine stopped the run after a cancel request."""
+
+    reason: str = ""
+
+
+class RunCompleted(RunEvent, frozen=True, tag="RunCompleted"):
+    """The run finished successfully with an output envelope."""
+
+    output: JSON
+    working_dir_files: tuple[str, ...] = ()
+
+
+class RunFailed(RunEvent, frozen=True, tag="RunFailed"):
+    """The run finished with an error."""
+
+    error: str
+
+
+AnyRunEvent = Union[
+    RunCreated,
+    RunStarted,
+    VisitStarted,
+    NodeStreamed,
+    VisitCompleted,
+    VisitFailed,
+    VisitSkipped,
+    VisitRecorded,
+    PlannerDecided,
+    ClarifyRequested,
+    ClarifyAnswered,
+    RunCancelRequested,
+    RunCancelled,
+    RunCompleted,
+    RunFailed,
+]
+
+RUN_EVENT_TYPES: tuple[type[RunEvent], ...] = AnyRunEvent.__args__  # type: ignore[attr-defined]
+
+STREAM_KINDS = (
+    "thinking",
+    "status",
+    "step",
+    "tool_progress",
+    "tool_call",
+    "tool_result",
+    "todo_update",
+    "clarify_request",
+)
+
+
+def event_tag(event: RunEvent) -> str:
+    """The stable stored tag of an event."""
+    return type(event).__struct_config__.tag  # type: ignore[return-value]

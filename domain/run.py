@@ -1,0 +1,320 @@
+"""The Run aggregate: an explicit state machine, decision functions and one fold.
+
+Decision functions check the state and return new events; state changes only in `evolve`.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+from functools import singledispatch
+from typing import Any
+from uuid import UUID
+
+import msgspec
+
+from domain import events as ev
+from domain.errors import (
+    ClarifyAlreadyAnswered,
+    ClarifyNotFound,
+    IllegalTransition,
+    RunAlreadyFinished,
+    RunAlreadyStarted,
+    UnknownVisit,
+)
+
+
+class RunStatus(str, enum.Enum):
+    """Where a run stands in its life."""
+
+    CREATED = "created"
+    RUNNING = "running"
+    PAUSED = "paused"
+    CANCEL_REQUESTED = "cancel_requested"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_terminal(self) -> bool:
+        """True once nothing more can happen to the run."""
+        return self in TERMINAL
+
+
+TERMINAL = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED})
+EXECUTING = frozenset({RunStatus.RUNNING, RunStatus.CANCEL_REQUESTED})
+
+
+class PendingClarify(msgspec.Struct, frozen=True):
+    """A question the run is waiting on."""
+
+    clarify_id: str
+    visit_uuid: str
+    node_id: str
+    question: str
+    choices: tuple[str, ...]
+    asked_at: datetime
+
+
+class Run(msgspec.Struct, frozen=True):
+    """The state a run's decisions need, folded from its events."""
+
+    id: UUID
+    version: int
+    status: RunStatus
+    workflow_name: str
+    workflow_id: int
+    workflow_version: int
+    caller_key_id: str
+    open_visits: frozenset[str] = frozenset()
+    pending_clarify: PendingClarify | None = None
+    asked_clarify_ids: frozenset[str] = frozenset()
+    answered_clarify_ids: frozenset[str] = frozenset()
+    cancel_requested: bool = False
+
+
+def _next(run: Run, at: datetime) -> dict[str, Any]:
+    return {"originator_id": run.id, "originator_version": run.version + 1, "timestamp": at}
+
+
+def _check_not_finished(run: Run, action: str) -> None:
+    if run.status.is_terminal:
+        raise RunAlreadyFinished(
+            f"run {run.id.hex} has already finished ({run.status.value}); cannot {action}",
+            run_id=run.id.hex,
+            status=run.status.value,
+        )
+
+
+def _check_executing(run: Run, action: str) -> None:
+    _check_not_finished(run, action)
+    if run.status not in EXECUTING:
+        raise IllegalTransition(
+            f"run {run.id.hex} is {run.status.value}; cannot {action}",
+            run_id=run.id.hex,
+            status=run.status.value,
+        )
+
+
+def _check_open_visit(run: Run, visit_uuid: str, action: str) -> None:
+    _check_executing(run, action)
+    if visit_uuid not in run.open_visits:
+        raise UnknownVisit(
+            f"visit {visit_uuid} is not open in run {run.id.hex}; cannot {action}",
+            run_id=run.id.hex,
+            visit_uuid=visit_uuid,
+        )
+
+
+def create_run(run_id: UUID, at: datetime, **fields: Any) -> ev.RunCreated:
+    """The first event of a run."""
+    return ev.RunCreated(originator_id=run_id, originator_version=1, timestamp=at, **fields)
+
+
+def start_run(run: Run, at: datetime) -> ev.RunStarted:
+    """Start a created run; a second start is refused."""
+    _check_not_finished(run, "start")
+    if run.status is not RunStatus.CREATED:
+        raise RunAlreadyStarted(f"run {run.id.hex} was already started", run_id=run.id.hex)
+    return ev.RunStarted(**_next(run, at))
+
+
+def start_visit(run: Run, at: datetime, **fields: Any) -> ev.VisitStarted:
+    """Open a visit of a node."""
+    _check_executing(run, "start a visit")
+    if fields["visit_uuid"] in run.open_visits:
+        raise IllegalTransition(f"visit {fields['visit_uuid']} is already open", run_id=run.id.hex)
+    return ev.VisitStarted(**_next(run, at), **fields)
+
+
+def stream_chunk(
+    run: Run, at: datetime, *, visit_uuid: str, node_id: str, kind: str, content: str,
+    tool_name: str | None = None,
+) -> ev.NodeStreamed:
+    """Record a piece of a visit's stream."""
+    _check_open_visit(run, visit_uuid, "stream")
+    if kind not in ev.STREAM_KINDS or kind == "clarify_request":
+        raise IllegalTransition(f"unknown stream kind {kind!r}", run_id=run.id.hex)
+    return ev.NodeStreamed(
+        **_next(run, at), visit_uuid=visit_uuid, node_id=node_id, kind=kind,
+        content=content, tool_name=tool_name,
+    )
+
+
+def complete_visit(run: Run, at: datetime, *, visit_uuid: str, node_id: str, output: dict[str, Any]) -> ev.VisitCompleted:
+    """Close a visit with its output envelope."""
+    _check_open_visit(run, visit_uuid, "complete a visit")
+    return ev.VisitCompleted(**_next(run, at), visit_uuid=visit_uuid, node_id=node_id, output=output)
+
+
+def fail_visit(
+    run: Run, at: datetime, *, visit_uuid: str, node_id: str, error: str,
+    output: dict[str, Any] | None = None,
+) -> ev.VisitFailed:
+    """Close a visit with an error."""
+    _check_open_visit(run, visit_uuid, "fail a visit")
+    return ev.VisitFailed(**_next(run, at), visit_uuid=visit_uuid, node_id=node_id, error=error, output=output)
+
+
+def skip_visit(run: Run, at: datetime, **fields: Any) -> ev.VisitSkipped:
+    """Record a node that a branch condition excluded."""
+    _check_executing(run, "skip a node")
+    return ev.VisitSkipped(**_next(run, at), **fields)
+
+
+def record_visit(run: Run, at: datetime, *, visit_uuid: str, node_id: str) -> ev.VisitRecorded:
+    """Mark a finished visit as recorded."""
+    _check_executing(run, "record a visit")
+    if visit_uuid in run.open_visits:
+        raise IllegalTransition(f"visit {visit_uuid} is still open", run_id=run.id.hex)
+    return ev.VisitRecorded(**_next(run, at), visit_uuid=visit_uuid, node_id=node_id)
+
+
+def decide_next(
+    run: Run, at: datetime, *, next_node_id: str | None, reason: str, from_node_id: str | None = None
+) -> ev.PlannerDecided:
+    """Record the planner's choice of the next node."""
+    _check_executing(run, "record a planner decision")
+    return ev.PlannerDecided(**_next(run, at), next_node_id=next_node_id, reason=reason, from_node_id=from_node_id)
+
+
+def request_clarify(
+    run: Run, at: datetime, *, clarify_id: str, visit_uuid: str, node_id: str, question: str,
+    choices: tuple[str, ...] = (),
+) -> ev.ClarifyRequested:
+    """Pause the run with a question."""
+    _check_open_visit(run, visit_uuid, "ask a question")
+    if run.status is not RunStatus.RUNNING:
+        raise IllegalTransition(f"run {run.id.hex} is {run.status.value}; cannot ask", run_id=run.id.hex)
+    if clarify_id in run.asked_clarify_ids:
+        raise IllegalTransition(f"clarify {clarify_id} was already asked", run_id=run.id.hex)
+    return ev.ClarifyRequested(
+        **_next(run, at), clarify_id=clarify_id, visit_uuid=visit_uuid, node_id=node_id,
+        question=question, choices=tuple(choices),
+    )
+
+
+def answer_clarify(run: Run, at: datetime, *, clarify_id: str, answer: str) -> ev.ClarifyAnswered:
+    """Answer the pending question; a repeat answer is refused as already answered."""
+    if clarify_id in run.answered_clarify_ids:
+        raise ClarifyAlreadyAnswered(f"clarify {clarify_id} was already answered", run_id=run.id.hex, clarify_id=clarify_id)
+    if clarify_id not in run.asked_clarify_ids:
+        raise ClarifyNotFound(f"clarify {clarify_id} does not belong to run {run.id.hex}", run_id=run.id.hex, clarify_id=clarify_id)
+    _check_not_finished(run, "answer a question")
+    return ev.ClarifyAnswered(**_next(run, at), clarify_id=clarify_id, answer=answer)
+
+
+def request_cancel(run: Run, at: datetime, *, reason: str = "") -> ev.RunCancelRequested:
+    """Ask for the run to stop; recorded at once, acted on at the next safe point."""
+    _check_not_finished(run, "cancel")
+    if run.cancel_requested:
+        raise IllegalTransition(f"cancel of run {run.id.hex} was already requested", run_id=run.id.hex)
+    return ev.RunCancelRequested(**_next(run, at), reason=reason)
+
+
+def cancel_run(run: Run, at: datetime, *, reason: str = "") -> ev.RunCancelled:
+    """Confirm that the run stopped after a cancel request."""
+    _check_not_finished(run, "confirm a cancel")
+    if not run.cancel_requested:
+        raise IllegalTransition(f"run {run.id.hex} has no cancel request", run_id=run.id.hex)
+    return ev.RunCancelled(**_next(run, at), reason=reason)
+
+
+def complete_run(
+    run: Run, at: datetime, *, output: dict[str, Any], working_dir_files: tuple[str, ...] = ()
+) -> ev.RunCompleted:
+    """Finish the run successfully."""
+    _check_executing(run, "complete")
+    return ev.RunCompleted(**_next(run, at), output=output, working_dir_files=tuple(working_dir_files))
+
+
+def fail_run(run: Run, at: datetime, *, error: str) -> ev.RunFailed:
+    """Finish the run with an error (allowed from any non-terminal state)."""
+    _check_not_finished(run, "fail")
+    return ev.RunFailed(**_next(run, at), error=error)
+
+
+@singledispatch
+def _mutate(event: ev.RunEvent, run: Run) -> Run:
+    return run
+
+
+@_mutate.register
+def _(event: ev.RunStarted, run: Run) -> Run:
+    return msgspec.structs.replace(run, status=RunStatus.RUNNING)
+
+
+@_mutate.register
+def _(event: ev.VisitStarted, run: Run) -> Run:
+    return msgspec.structs.replace(run, open_visits=run.open_visits | {event.visit_uuid})
+
+
+@_mutate.register(ev.VisitCompleted)
+@_mutate.register(ev.VisitFailed)
+def _(event: ev.VisitCompleted | ev.VisitFailed, run: Run) -> Run:
+    return msgspec.structs.replace(run, open_visits=run.open_visits - {event.visit_uuid})
+
+
+@_mutate.register
+def _(event: ev.ClarifyRequested, run: Run) -> Run:
+    pending = PendingClarify(
+        event.clarify_id, event.visit_uuid, event.node_id, event.question, event.choices, event.timestamp
+    )
+    return msgspec.structs.replace(
+        run, status=RunStatus.PAUSED, pending_clarify=pending,
+        asked_clarify_ids=run.asked_clarify_ids | {event.clarify_id},
+    )
+
+
+@_mutate.register
+def _(event: ev.ClarifyAnswered, run: Run) -> Run:
+    status = RunStatus.CANCEL_REQUESTED if run.cancel_requested else RunStatus.RUNNING
+    return msgspec.structs.replace(
+        run, status=status, pending_clarify=None,
+        answered_clarify_ids=run.answered_clarify_ids | {event.clarify_id},
+    )
+
+
+@_mutate.register
+def _(event: ev.RunCancelRequested, run: Run) -> Run:
+    return msgspec.structs.replace(run, status=RunStatus.CANCEL_REQUESTED, cancel_requested=True)
+
+
+@_mutate.register
+def _(event: ev.RunCancelled, run: Run) -> Run:
+    return msgspec.structs.replace(run, status=RunStatus.CANCELLED, open_visits=frozenset(), pending_clarify=None)
+
+
+@_mutate.register
+def _(event: ev.RunCompleted, run: Run) -> Run:
+    return msgspec.structs.replace(run, status=RunStatus.SUCCEEDED, open_visits=frozenset())
+
+
+@_mutate.register
+def _(event: ev.RunFailed, run: Run) -> Run:
+    return msgspec.structs.replace(run, status=RunStatus.FAILED, open_visits=frozenset(), pending_clarify=None)
+
+
+def evolve(run: Run | None, event: ev.RunEvent) -> Run:
+    """Apply one event to the run's state (the only place state changes)."""
+    if isinstance(event, ev.RunCreated):
+        return Run(
+            id=event.originator_id,
+            version=1,
+            status=RunStatus.CREATED,
+            workflow_name=event.workflow_name,
+            workflow_id=event.workflow_id,
+            workflow_version=event.workflow_version,
+            caller_key_id=event.caller_key_id,
+        )
+    if run is None:
+        raise IllegalTransition(f"a run's first event must be RunCreated, got {ev.event_tag(event)}")
+    return msgspec.structs.replace(_mutate(event, run), version=event.originator_version)
+
+
+def fold(events: "list[ev.RunEvent] | tuple[ev.RunEvent, ...]") -> Run | None:
+    """The run's state after all of its events."""
+    run: Run | None = None
+    for event in events:
+        run = evolve(run, event)
+    return run
