@@ -1,0 +1,42 @@
+"""The HTTP application: routes, dependencies, error envelope, CORS and OpenAPI."""
+
+from __future__ import annotations
+
+from litestar import Litestar
+from litestar.config.cors import CORSConfig
+from litestar.di import Provide
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import SwaggerRenderPlugin
+from litestar.openapi.spec import Components, SecurityScheme
+
+from api.access import caller_key
+from api.errors import handle_exception
+from api.streams import RunStreamController
+from engine.bootstrap import Services
+
+
+def create_app(services: Services) -> Litestar:
+    """A Litestar app serving `services`; it starts and closes them with the server."""
+    return Litestar(
+        route_handlers=[RunStreamController],
+        dependencies={
+            "services": Provide(lambda: services, use_cache=True, sync_to_thread=False),
+            "caller": Provide(caller_key),
+        },
+        exception_handlers={Exception: handle_exception},
+        on_startup=[services.start],
+        on_shutdown=[services.close],
+        cors_config=CORSConfig(allow_origins=["*"], allow_headers=["*"], allow_methods=["*"], expose_headers=["*"]),
+        openapi_config=OpenAPIConfig(
+            title="flowtrail",
+            version="1.0.0",
+            description="Event-sourced runs of LLM-agent workflows.",
+            path="/schema",
+            render_plugins=[SwaggerRenderPlugin()],
+            components=Components(
+                security_schemes={"ApiKey": SecurityScheme(type="apiKey", name="X-API-Key", security_scheme_in="header")}
+            ),
+            security=[{"ApiKey": []}],
+        ),
+        debug=False,
+    )

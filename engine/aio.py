@@ -1,0 +1,64 @@
+"""Async access to the log: writes on worker threads, reads through asyncpg on PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Sequence
+from uuid import UUID
+
+import asyncpg
+
+from engine.store import EventLog
+
+
+def qualified_table(schema: str, table: str) -> str:
+    """A safely quoted schema.table name."""
+    return '"{}"."{}"'.format(schema.replace('"', '""'), table.replace('"', '""'))
+
+
+class AsyncLog:
+    """The event log for async code: never blocks the event loop."""
+
+    def __init__(self, log: EventLog, *, write_threads: int = 4) -> None:
+        self.log = log
+        self.location = log.location
+        self.mapper = log.mapper
+        self._executor = ThreadPoolExecutor(write_threads, thread_name_prefix="flowtrail-store")
+        self.pool: asyncpg.Pool | None = None
+        table = qualified_table(self.location.schema, self.location.events_table)
+        self._select_stream = (
+            f"SELECT originator_version, topic, state FROM {table} "
+            "WHERE originator_id = $1 AND originator_version > $2 ORDER BY originator_version"
+        )
+
+    async def start(self) -> None:
+        """Open the asyncpg pool on PostgreSQL."""
+        if self.location.kind == "postgres":
+            self.pool = await asyncpg.create_pool(min_size=1, max_size=4, **self.location.asyncpg_dsn())
+
+    async def _in_thread(self, fn: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    async def append(self, events: Sequence[Any]) -> list[int]:
+        """Append events durably (all or none)."""
+        return await self._in_thread(self.log.append, list(events))
+
+    async def read(self, stream_id: UUID, *, after: int = 0) -> list[Any]:
+        """A stream's events after a position, in order."""
+        if self.pool is None:
+            return await self._in_thread(lambda: self.log.read(stream_id, after=after))
+        rows = await self.pool.fetch(self._select_stream, stream_id, after)
+        decode = self.mapper.decode_state
+        return [decode(r["state"], r["topic"], r["originator_version"]) for r in rows]
+
+    async def call(self, fn: Any, *args: Any) -> Any:
+        """Run any synchronous store call on a worker thread."""
+        return await self._in_thread(fn, *args)
+
+    async def close(self) -> None:
+        """Close the pool, the threads and the library's connections."""
+        if self.pool is not None:
+            await self.pool.close()
+        self._executor.shutdown(wait=True)
+        self.log.close()

@@ -1,0 +1,72 @@
+"""The composition root: builds every service part from settings, starts and stops them."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+
+from engine.access import KeyRing
+from engine.aio import AsyncLog
+from engine.live import LiveHub
+from engine.runs import RunService
+from engine.settings import Settings
+from engine.store import EventLog, parse_database_url
+from engine.tail import PostgresTail
+
+log = logging.getLogger("flowtrail")
+
+
+@dataclass
+class Services:
+    """Everything a request handler may use."""
+
+    settings: Settings
+    log: AsyncLog
+    hub: LiveHub
+    runs: RunService
+    keys: KeyRing
+    tail: PostgresTail | None = None
+    _sweeper: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Open connections and begin the live tail."""
+        await self.log.start()
+        if self.tail is not None:
+            await self.tail.start()
+        self._sweeper = asyncio.create_task(self._sweep(), name="flowtrail-hot-sweeper")
+
+    async def _sweep(self) -> None:
+        interval = max(1.0, min(60.0, self.settings.stream.hot_retention_seconds / 4))
+        while True:
+            await asyncio.sleep(interval)
+            self.hub.evict_idle()
+
+    async def close(self) -> None:
+        """Flush writers, stop the tail and close the store."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+        await self.runs.close()
+        if self.tail is not None:
+            await self.tail.close()
+        await self.log.close()
+
+
+def build_services(settings: Settings) -> Services:
+    """Wire the store, the hot read side, the run service and the keys (nothing connects yet)."""
+    location = parse_database_url(settings.store.database_url)
+    event_log = EventLog(location)
+    alog = AsyncLog(event_log, write_threads=settings.store.write_threads)
+    hub = LiveHub(
+        lambda run_id, after: alog.read(run_id, after=after),
+        max_frames=settings.stream.hot_buffer_messages,
+        retention_seconds=settings.stream.hot_retention_seconds,
+    )
+    runs = RunService(alog, hub, coalesce_seconds=settings.stream.coalesce_ms / 1000.0)
+    tail = None
+    if location.kind == "postgres":
+        tail = PostgresTail(location, event_log.mapper, wanted=hub.is_hot, deliver=hub.publish)
+    return Services(settings=settings, log=alog, hub=hub, runs=runs, keys=KeyRing(settings.api_keys), tail=tail)

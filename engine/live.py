@@ -1,0 +1,185 @@
+"""Hot runs: in-memory projections and SSE frames of the runs people are watching.
+
+Events reach a hot run from the local writer right after each save and, on PostgreSQL,
+from the live tail; duplicates are dropped by position and gaps are filled from the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import time
+from typing import Any, Awaitable, Callable, Iterable
+from uuid import UUID
+
+from litestar.response import ServerSentEventMessage
+
+from projections.sse import SseMessage, SseProjection, is_terminal_message
+from projections.summary import RunSummary
+
+
+def encode_frame(message: SseMessage) -> bytes:
+    """One SSE message framed by Litestar, once, for every client that will read it."""
+    return ServerSentEventMessage(data=message.data, event=message.event, id=message.id).encode()
+
+
+class HotRun:
+    """One run's folded projections plus its recent SSE frames."""
+
+    def __init__(self, run_id: UUID, *, max_frames: int) -> None:
+        self.run_id = run_id
+        self.version = 0
+        self.sse = SseProjection()
+        self.summary = RunSummary()
+        self.max_frames = max_frames
+        self.ids: list[int] = []
+        self.frames: list[bytes] = []
+        self.dropped_upto = 0
+        self.terminal_id: int | None = None
+        self.pending: dict[int, Any] = {}
+        self.watchers = 0
+        self.writers = 0
+        self.touched = time.monotonic()
+        self._changed = asyncio.Event()
+
+    @property
+    def loaded(self) -> bool:
+        """True once the run's first event was applied."""
+        return self.version > 0
+
+    def offer(self, events: Iterable[Any]) -> bool:
+        """Apply new events in order; returns True when a gap is waiting to be filled."""
+        for event in events:
+            if event.originator_version > self.version:
+                self.pending[event.originator_version] = event
+        added = False
+        while self.version + 1 in self.pending:
+            self._apply(self.pending.pop(self.version + 1))
+            added = True
+        if added:
+            self._notify()
+        return bool(self.pending)
+
+    def _apply(self, event: Any) -> None:
+        self.version = event.originator_version
+        self.summary.apply(event)
+        message = self.sse.apply(event)
+        if message is None:
+            return
+        self.ids.append(message.id)
+        self.frames.append(encode_frame(message))
+        if is_terminal_message(message):
+            self.terminal_id = message.id
+        if len(self.ids) > self.max_frames + self.max_frames // 4:
+            cut = len(self.ids) - self.max_frames
+            self.dropped_upto = self.ids[cut - 1]
+            del self.ids[:cut]
+            del self.frames[:cut]
+
+    def _notify(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    def covers(self, cursor: int) -> bool:
+        """True when every frame after `cursor` is still in memory."""
+        return cursor >= self.dropped_upto
+
+    def frames_after(self, cursor: int, limit: int = 2000) -> tuple[list[bytes], int]:
+        """Frames with id > cursor (at most `limit`) and the id of the last one."""
+        start = bisect.bisect_right(self.ids, cursor)
+        end = min(len(self.ids), start + limit)
+        if start >= end:
+            return [], cursor
+        return self.frames[start:end], self.ids[end - 1]
+
+    async def wait_for_change(self, timeout: float) -> bool:
+        """Wait until new frames arrive (True) or the timeout passes (False)."""
+        changed = self._changed
+        try:
+            await asyncio.wait_for(changed.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    def changed_event(self) -> asyncio.Event:
+        """The event that the next change will set (take it before reading frames)."""
+        return self._changed
+
+
+Reader = Callable[[UUID, int], Awaitable[list[Any]]]
+
+
+class LiveHub:
+    """The set of hot runs in this process."""
+
+    def __init__(self, read: Reader, *, max_frames: int, retention_seconds: float) -> None:
+        self._read = read
+        self.max_frames = max_frames
+        self.retention_seconds = retention_seconds
+        self.runs: dict[UUID, HotRun] = {}
+        self._loading: dict[UUID, asyncio.Future[HotRun | None]] = {}
+
+    def is_hot(self, run_id: UUID) -> bool:
+        """True when this process keeps the run in memory."""
+        return run_id in self.runs
+
+    def open(self, run_id: UUID) -> HotRun:
+        """Register a brand-new run (its creator will publish its first events)."""
+        hot = HotRun(run_id, max_frames=self.max_frames)
+        self.runs[run_id] = hot
+        return hot
+
+    def publish(self, events: list[Any]) -> None:
+        """Offer newly stored events to the hot runs they belong to."""
+        by_run: dict[UUID, list[Any]] = {}
+        for event in events:
+            if event.originator_id in self.runs:
+                by_run.setdefault(event.originator_id, []).append(event)
+        for run_id, run_events in by_run.items():
+            hot = self.runs[run_id]
+            if hot.offer(run_events) and hot.loaded:
+                asyncio.ensure_future(self._fill_gap(hot))
+
+    async def _fill_gap(self, hot: HotRun) -> None:
+        hot.offer(await self._read(hot.run_id, hot.version))
+
+    async def get(self, run_id: UUID) -> HotRun | None:
+        """The run's hot state, loading it from the store if needed (None: no such run)."""
+        hot = self.runs.get(run_id)
+        if hot is not None and hot.loaded:
+            hot.touched = time.monotonic()
+            return hot
+        loading = self._loading.get(run_id)
+        if loading is not None:
+            return await asyncio.shield(loading)
+        future: asyncio.Future[HotRun | None] = asyncio.get_running_loop().create_future()
+        self._loading[run_id] = future
+        try:
+            hot = self.runs.get(run_id) or HotRun(run_id, max_frames=self.max_frames)
+            self.runs[run_id] = hot
+            hot.offer(await self._read(run_id, 0))
+            if not hot.loaded:
+                self.runs.pop(run_id, None)
+                hot = None
+            future.set_result(hot)
+            return hot
+        except BaseException as exc:
+            self.runs.pop(run_id, None)
+            future.set_exception(exc)
+            raise
+        finally:
+            self._loading.pop(run_id, None)
+            if not future.done():
+                future.cancel()
+
+    def evict_idle(self, now: float | None = None) -> int:
+        """Drop runs nobody watched or wrote for the retention time; returns how many."""
+        now = time.monotonic() if now is None else now
+        idle = [
+            run_id for run_id, hot in self.runs.items()
+            if hot.watchers == 0 and hot.writers == 0
+            and now - hot.touched >= self.retention_seconds
+        ]
+        for run_id in idle:
+            del self.runs[run_id]
+        return len(idle)

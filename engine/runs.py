@@ -1,0 +1,94 @@
+"""Runs as the rest of the service sees them: create, start, write, read, cancel, answer."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+from uuid import UUID, uuid4
+
+from domain import run as decisions
+from domain.events import RunEvent
+from domain.run import Run, fold
+from engine.aio import AsyncLog
+from engine.clock import utcnow
+from engine.live import HotRun, LiveHub
+from engine.writer import RunWriter
+
+
+class RunNotFound(LookupError):
+    """No run has that id."""
+
+
+class RunService:
+    """Owns the writers of the runs this process executes and the hot read side."""
+
+    def __init__(self, log: AsyncLog, hub: LiveHub, *, coalesce_seconds: float) -> None:
+        self.log = log
+        self.hub = hub
+        self.coalesce_seconds = coalesce_seconds
+        self._writers: dict[UUID, RunWriter] = {}
+        self._writer_locks: dict[UUID, asyncio.Lock] = {}
+
+    async def create(self, *, run_id: UUID | None = None, **fields: Any) -> RunEvent:
+        """Append a RunCreated event and keep the new run hot."""
+        run_id = run_id or uuid4()
+        event = decisions.create_run(run_id, utcnow(), **fields)
+        await self.log.append([event])
+        self.hub.open(run_id).offer([event])
+        return event
+
+    async def state(self, run_id: UUID) -> Run:
+        """The run's decision state, from the writer when there is one, else from the log."""
+        writer = self._writers.get(run_id)
+        if writer is not None:
+            return writer.run
+        run = fold(await self.log.read(run_id))
+        if run is None:
+            raise RunNotFound(run_id.hex)
+        return run
+
+    async def writer(self, run_id: UUID) -> RunWriter:
+        """The one writer of a run in this process (created on first use)."""
+        writer = self._writers.get(run_id)
+        if writer is not None:
+            return writer
+        lock = self._writer_locks.setdefault(run_id, asyncio.Lock())
+        async with lock:
+            writer = self._writers.get(run_id)
+            if writer is None:
+                run = fold(await self.log.read(run_id))
+                if run is None:
+                    raise RunNotFound(run_id.hex)
+                writer = RunWriter(self.log, self.hub, run, coalesce_seconds=self.coalesce_seconds)
+                self._writers[run_id] = writer
+                hot = self.hub.runs.get(run_id)
+                if hot is not None:
+                    hot.writers += 1
+        return writer
+
+    async def release(self, run_id: UUID) -> None:
+        """Flush and forget a run's writer (when its execution stops)."""
+        writer = self._writers.pop(run_id, None)
+        self._writer_locks.pop(run_id, None)
+        if writer is None:
+            return
+        await writer.flush()
+        hot = self.hub.runs.get(run_id)
+        if hot is not None and hot.writers > 0:
+            hot.writers -= 1
+
+    async def hot(self, run_id: UUID) -> HotRun:
+        """The run's in-memory projections (loaded from the log when cold)."""
+        hot = await self.hub.get(run_id)
+        if hot is None:
+            raise RunNotFound(run_id.hex)
+        return hot
+
+    async def events(self, run_id: UUID, *, after: int = 0) -> list[RunEvent]:
+        """The run's events after a position, straight from the log."""
+        return await self.log.read(run_id, after=after)
+
+    async def close(self) -> None:
+        """Flush every writer."""
+        for run_id in list(self._writers):
+            await self.release(run_id)

@@ -1,0 +1,136 @@
+"""Typed settings, filled once from environment variables."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+
+class ApiKey(msgspec.Struct, frozen=True, rename="camel"):
+    """One external API key and the workflows it may use (both empty: no limit)."""
+
+    key: str
+    workflow_names: tuple[str, ...] = ()
+    workflow_ids: tuple[int, ...] = ()
+    id: str = ""
+
+    def key_id(self) -> str:
+        """A stable, non-secret name for this key (stored with runs it creates)."""
+        import hashlib
+
+        return self.id or "key-" + hashlib.sha256(self.key.encode()).hexdigest()[:12]
+
+
+DEMO_KEY = ApiKey(key="demo-key", id="demo")
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(name, default)
+
+
+def _float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise SystemExit(f"{name} must be a number, got {raw!r}") from exc
+
+
+def _int(name: str, default: int) -> int:
+    return int(_float(name, default))
+
+
+def _bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    return raw.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def parse_api_keys(raw: str | None) -> tuple[tuple[ApiKey, ...], bool]:
+    """Keys from the JSON list in FLOWTRAIL_API_KEYS; (keys, is_demo_default)."""
+    if not raw:
+        return (DEMO_KEY,), True
+    try:
+        keys = msgspec.json.decode(raw.encode(), type=tuple[ApiKey, ...])
+    except msgspec.ValidationError as exc:
+        raise SystemExit(f"FLOWTRAIL_API_KEYS is not a valid JSON list of keys: {exc}") from exc
+    if any(not k.key for k in keys):
+        raise SystemExit("FLOWTRAIL_API_KEYS: every key needs a non-empty 'key'")
+    return keys, False
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    """Where the event log lives."""
+
+    database_url: str = "sqlite:///data/flowtrail.db"
+    """sqlite:///path.db (default, under ./data/) or postgresql://user@host:port/db."""
+    write_threads: int = 4
+    """Worker threads that run the synchronous event-store writes."""
+
+
+@dataclass(frozen=True)
+class StreamSettings:
+    """How run events reach SSE clients."""
+
+    keepalive_seconds: float = 30.0
+    """Seconds between `:keep-alive` comments on an idle stream."""
+    coalesce_ms: float = 40.0
+    """Window in which consecutive stream chunks of one visit are merged into one event."""
+    hot_buffer_messages: int = 10_000
+    """SSE messages kept in memory per hot run (the store serves older ones)."""
+    hot_retention_seconds: float = 1800.0
+    """How long a finished run's projections stay in memory with no client attached."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the service is configured with."""
+
+    host: str = "127.0.0.1"
+    """Address the HTTP server binds."""
+    port: int = 2438
+    """Port the HTTP server listens on."""
+    data_dir: Path = Path("data")
+    """Directory for the SQLite file and run workspaces."""
+    workflows_dir: Path | None = None
+    """Extra workflow definitions (*.json) loaded at start-up beside the demos."""
+    api_keys: tuple[ApiKey, ...] = (DEMO_KEY,)
+    """External API keys with their scopes."""
+    demo_key_in_use: bool = True
+    """True when FLOWTRAIL_API_KEYS was unset and `demo-key` was created."""
+    store: StoreSettings = field(default_factory=StoreSettings)
+    stream: StreamSettings = field(default_factory=StreamSettings)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        """Read every setting from FLOWTRAIL_* environment variables."""
+        data_dir = Path(_env("FLOWTRAIL_DATA_DIR", "data"))
+        keys, demo = parse_api_keys(os.environ.get("FLOWTRAIL_API_KEYS"))
+        workflows_dir = os.environ.get("FLOWTRAIL_WORKFLOWS_DIR")
+        return cls(
+            host=_env("FLOWTRAIL_HOST", "127.0.0.1"),
+            port=_int("FLOWTRAIL_PORT", 2438),
+            data_dir=data_dir,
+            workflows_dir=Path(workflows_dir) if workflows_dir else None,
+            api_keys=keys,
+            demo_key_in_use=demo,
+            store=StoreSettings(
+                database_url=_env("FLOWTRAIL_DATABASE_URL", f"sqlite:///{data_dir}/flowtrail.db"),
+                write_threads=_int("FLOWTRAIL_WRITE_THREADS", 4),
+            ),
+            stream=StreamSettings(
+                keepalive_seconds=_float("FLOWTRAIL_KEEPALIVE_SECONDS", 30.0),
+                coalesce_ms=_float("FLOWTRAIL_COALESCE_MS", 40.0),
+                hot_buffer_messages=max(5000, _int("FLOWTRAIL_HOT_BUFFER_MESSAGES", 10_000)),
+                hot_retention_seconds=_float("FLOWTRAIL_HOT_RETENTION_SECONDS", 1800.0),
+            ),
+        )

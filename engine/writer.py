@@ -1,0 +1,125 @@
+"""The single writer of one run in this process: decide, append, then publish, in order.
+
+Stream chunks are buffered for a short window; consecutive thinking chunks of one visit
+are merged, and everything buffered is appended in one transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from typing import Any, Callable
+
+from domain import events as ev
+from domain.run import Run, evolve, stream_chunk
+from engine.aio import AsyncLog
+from engine.clock import utcnow
+from engine.live import LiveHub
+
+MERGEABLE_KINDS = frozenset({"thinking"})
+MAX_BUFFERED_CHUNKS = 512
+
+Decision = Callable[[Run, datetime], ev.RunEvent]
+
+
+class _Chunk:
+    __slots__ = ("visit_uuid", "node_id", "kind", "parts", "tool_name", "at")
+
+    def __init__(self, visit_uuid: str, node_id: str, kind: str, content: str, tool_name: str | None, at: datetime):
+        self.visit_uuid, self.node_id, self.kind, self.tool_name, self.at = visit_uuid, node_id, kind, tool_name, at
+        self.parts = [content]
+
+    def merges_with(self, visit_uuid: str, kind: str, tool_name: str | None) -> bool:
+        return kind in MERGEABLE_KINDS and (self.visit_uuid, self.kind, self.tool_name) == (visit_uuid, kind, tool_name)
+
+
+class RunWriter:
+    """Serialises every append to one run."""
+
+    def __init__(self, log: AsyncLog, hub: LiveHub, run: Run, *, coalesce_seconds: float) -> None:
+        self.log = log
+        self.hub = hub
+        self.run = run
+        self.coalesce_seconds = coalesce_seconds
+        self._lock = asyncio.Lock()
+        self._chunks: list[_Chunk] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._flush_error: BaseException | None = None
+        self.chunks_received = 0
+
+    async def decide(self, *decisions: Decision) -> list[ev.RunEvent]:
+        """Flush buffered chunks, then append the decisions' events in one transaction.
+
+        A decision that refuses (raises) appends nothing, not even the ones before it.
+        """
+        async with self._lock:
+            await self._flush_locked()
+            run, at, events = self.run, utcnow(), []
+            for decision in decisions:
+                event = decision(run, at)
+                run = evolve(run, event)
+                events.append(event)
+            await self._save(events)
+            return events
+
+    async def stream(
+        self, *, visit_uuid: str, node_id: str, kind: str, content: str, tool_name: str | None = None
+    ) -> None:
+        """Buffer one stream chunk; it is appended within the coalescing window."""
+        self._raise_flush_error()
+        at = utcnow()
+        stream_chunk(self.run, at, visit_uuid=visit_uuid, node_id=node_id, kind=kind, content=content, tool_name=tool_name)
+        self.chunks_received += 1
+        last = self._chunks[-1] if self._chunks else None
+        if last is not None and last.merges_with(visit_uuid, kind, tool_name):
+            last.parts.append(content)
+        else:
+            self._chunks.append(_Chunk(visit_uuid, node_id, kind, content, tool_name, at))
+        if self.coalesce_seconds <= 0 or len(self._chunks) >= MAX_BUFFERED_CHUNKS:
+            await self.flush()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self.coalesce_seconds, self._flush_soon)
+
+    def _flush_soon(self) -> None:
+        self._timer = None
+        task = asyncio.ensure_future(self.flush())
+        task.add_done_callback(self._remember_error)
+
+    def _remember_error(self, task: asyncio.Future[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            self._flush_error = task.exception()
+
+    def _raise_flush_error(self) -> None:
+        if self._flush_error is not None:
+            error, self._flush_error = self._flush_error, None
+            raise error
+
+    async def flush(self) -> None:
+        """Append every buffered chunk now."""
+        async with self._lock:
+            await self._flush_locked()
+
+    async def _flush_locked(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self._chunks:
+            return
+        chunks, self._chunks = self._chunks, []
+        run, events = self.run, []
+        for chunk in chunks:
+            event = stream_chunk(
+                run, chunk.at, visit_uuid=chunk.visit_uuid, node_id=chunk.node_id, kind=chunk.kind,
+                content="".join(chunk.parts), tool_name=chunk.tool_name,
+            )
+            run = evolve(run, event)
+            events.append(event)
+        await self._save(events)
+
+    async def _save(self, events: list[Any]) -> None:
+        run = self.run
+        for event in events:
+            run = evolve(run, event)
+        await self.log.append(events)
+        self.run = run
+        self.hub.publish(events)

@@ -1,0 +1,60 @@
+"""The run stream over real HTTP: order, resume, errors, keep-alive, on both stores."""
+
+from __future__ import annotations
+
+import random
+
+from projections.sse import render_all
+from tests.support.runs import finish, new_run, open_visit, run_with_steps, stream_steps
+from tests.support.sse import read_stream
+
+
+def stream_path(run_id, workflow="allowed-flow") -> str:
+    return f"/api/v1/workflows/{workflow}/runs/{run_id.hex}/stream"
+
+
+async def expected_ids(server, run_id) -> list[int]:
+    events = await server.services.runs.events(run_id)
+    return [m.id for m in render_all(events)]
+
+
+async def test_a_client_reads_every_event_of_a_finished_run_in_order_and_the_stream_ends(server):
+    run_id = await run_with_steps(server.services, 50)
+    async with server.client() as client:
+        got = await read_stream(client, stream_path(run_id))
+    assert got.ended
+    assert got.ids == await expected_ids(server, run_id)
+    assert got.events[0] == "node_status" and got.events[-1] == "workflow_complete"
+    assert got.data[1] == {
+        "runId": run_id.hex, "type": "node_stream", "nodeId": "research", "visitUuid": got.data[0]["visitUuid"],
+        "kind": "step", "content": '{"iteration":0}', "toolName": None,
+    }
+
+
+async def test_resuming_with_last_event_id_sends_only_what_came_after(server):
+    run_id = await run_with_steps(server.services, 20)
+    ids = await expected_ids(server, run_id)
+    async with server.client() as client:
+        got = await read_stream(client, stream_path(run_id), last_event_id=ids[9])
+    assert got.ids == ids[10:]
+
+
+async def test_random_disconnects_while_the_run_appends_lose_and_repeat_nothing(server):
+    services = server.services
+    run_id = await new_run(services)
+    writer = await services.runs.writer(run_id)
+    visit = await open_visit(writer)
+    rng = random.Random(7)
+    seen: list[int] = []
+    async with server.client() as client:
+        for round_ in range(12):
+            await stream_steps(writer, visit, 250, start=round_ * 250)
+            got = await read_stream(client, stream_path(run_id), last_event_id=seen[-1] if seen else None,
+                                    stop_after=rng.randint(1, 400))
+            seen.extend(got.ids)
+        await finish(writer, visit)
+        got = await read_stream(client, stream_path(run_id), last_event_id=seen[-1])
+        seen.extend(got.ids)
+    assert got.ended
+    assert seen == await expected_ids(server, run_id)
+    assert len(seen) >= 3000
