@@ -60,3 +60,20 @@ class GraphInvalid(DomainError):
     def __init__(self, problems: list[str], **details: Any) -> None:
         super().__init__("; ".join(problems), problems=problems, **details)
         self.problems = problems
+
+
+class MissingReference(DomainError):
+    """A template or condition refers to a variable or node output that is not there."""
+
+    code = "MISSING_REFERENCE"
+
+    def __init__(self, path: str, reason: str = "", **details: Any) -> None:
+        message = "missing reference {{" + path + "}}" + (f": {reason}" if reason else "")
+        super().__init__(message, path=path, **details)
+        self.path = path
+
+
+class AnswerNotJson(DomainError):
+    """A model's answer holds no single JSON object where one was required."""
+
+    code = "ANSWER_NOT_JSON"

@@ -58,3 +58,53 @@ async def test_random_disconnects_while_the_run_appends_lose_and_repeat_nothing(
     assert got.ended
     assert seen == await expected_ids(server, run_id)
     assert len(seen) >= 3000
+
+
+async def test_an_idle_stream_receives_keep_alive_comments(server):
+    services = server.services
+    run_id = await new_run(services)
+    writer = await services.runs.writer(run_id)
+    await open_visit(writer)
+    lines = []
+    async with server.client() as client:
+        headers = {"Last-Event-ID": "3"}
+        async with client.stream("GET", stream_path(run_id), headers=headers) as response:
+            async for line in response.aiter_lines():
+                lines.append(line)
+                if line.startswith(":"):
+                    break
+    assert lines == [": keep-alive"]
+
+
+async def test_a_reconnect_after_the_server_restarted_continues_from_the_store(store, tmp_path):
+    from tests.support.server import RunningServer, test_settings
+
+    settings = test_settings(store, tmp_path / "data")
+    first = await RunningServer(settings).start()
+    run_id = await run_with_steps(first.services, 300)
+    async with first.client() as client:
+        before = await read_stream(client, stream_path(run_id), stop_after=120)
+    await first.stop()
+    second = await RunningServer(test_settings(store, tmp_path / "data")).start()
+    try:
+        async with second.client() as client:
+            after = await read_stream(client, stream_path(run_id), last_event_id=before.ids[-1])
+        assert before.ids + after.ids == await expected_ids(second, run_id)
+        assert after.ended
+    finally:
+        await second.stop()
+
+
+async def test_a_reconnect_older_than_the_memory_buffer_is_served_from_the_store(store, tmp_path):
+    from tests.support.server import RunningServer, test_settings
+
+    server = await RunningServer(test_settings(store, tmp_path / "data", hot_buffer_messages=5000)).start()
+    try:
+        run_id = await run_with_steps(server.services, 7000)
+        hot = await server.services.runs.hot(run_id)
+        assert not hot.covers(10)
+        async with server.client() as client:
+            got = await read_stream(client, stream_path(run_id), last_event_id=10)
+        assert got.ids == [i for i in await expected_ids(server, run_id) if i > 10]
+    finally:
+        await server.stop()

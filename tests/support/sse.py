@@ -17,13 +17,11 @@ class Received:
     ids: list[int] = field(default_factory=list)
     events: list[str] = field(default_factory=list)
     data: list[dict[str, Any]] = field(default_factory=list)
-    comments: int = 0
     ended: bool = False
 
 
 async def read_stream(
     client: httpx.AsyncClient, path: str, *, last_event_id: int | None = None, stop_after: int | None = None,
-    stop_on_comment: bool = False,
 ) -> Received:
     """Read messages until the server ends the stream or `stop_after` messages arrived."""
     headers = {"Accept": "text/event-stream"}
@@ -34,10 +32,7 @@ async def read_stream(
     async with aconnect_sse(client, "GET", path, headers=headers, timeout=timeout) as source:
         source.response.raise_for_status()
         async for sse in source.aiter_sse():
-            if not sse.event or sse.event == "message" and not sse.data:
-                got.comments += 1
-                if stop_on_comment:
-                    return got
+            if not sse.data:
                 continue
             got.ids.append(int(sse.id))
             got.events.append(sse.event)

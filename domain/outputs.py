@@ -1,0 +1,302 @@
+"""Declared node outputs (seed node-output-schema-plan): the prompt instruction with example
+values, strict validation (required fields only, type check, extras allowed), answer parsing,
+the retry policy and the two-level retry loop (inner re-format, outer re-run), free of I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any, Awaitable, Callable, Literal
+
+import msgspec
+
+from domain.errors import AnswerNotJson
+
+OutputType = Literal["string", "number", "boolean", "array", "object", "filePath", "directoryPath", "file"]
+PATH_TYPES = ("filePath", "directoryPath", "file")
+EXAMPLES = {
+    "string": '"XXX"',
+    "number": "0",
+    "boolean": "true",
+    "array": '["item1", "item2"]',
+    "object": '{"key": "value"}',
+}
+COMMENT_COLUMN = 43
+NUMBER_RE = re.compile(r"^-?\d+(\.\d+)?([eE][+-]?\d+)?$")
+FENCE_RE = re.compile(r"```[A-Za-z]*[ \t]*\n?(.*?)```", re.DOTALL)
+MAX_RETRIES = 10
+
+INSTRUCTION_HEAD = (
+    "---\n\n**必须按如下 JSON 格式输出最终结果**（仅输出 JSON 本身，不要任何 Markdown 包裹、解释或额外文字）：\n\n"
+)
+INSTRUCTION_TAIL = """**扩展字段**（可选）：
+- 你可以自由添加业务必要的辅助字段（如 confidence、run_error、user_notice 等）
+- 命名规则：snake_case
+- 最小化原则：只放置真正必需的辅助信息，不要堆砌
+- 不要添加与上述已声明字段语义重叠的字段
+
+**约束**：
+- 必须严格使用上述声明的字段名，区分大小写、区分分隔符（禁止中文字段名）
+- required 字段缺失或类型不符将触发重试
+- 输出必须能被 JSON 直接解析（首尾不能有非 JSON 字符）"""
+
+
+class OutputField(msgspec.Struct, frozen=True):
+    """One declared output of a node."""
+
+    name: str
+    type: OutputType = "string"
+    required: bool = False
+    description: str = ""
+
+
+class ValidationResult(msgspec.Struct, frozen=True):
+    """The outcome of checking an answer against declared outputs."""
+
+    ok: bool
+    missing: list[str]
+    type_mismatches: list[tuple[str, str]]
+    data: dict[str, Any]
+
+
+class ExtractionResult(msgspec.Struct, frozen=True):
+    """The outcome of extracting structured output, with a status line per retry."""
+
+    ok: bool
+    data: dict[str, Any]
+    attempts: list[str]
+    error: str | None = None
+
+
+class RetryPolicy(msgspec.Struct, frozen=True):
+    """How often to re-run a node (outer) and to re-format its answer (inner)."""
+
+    runtime_max_retries: int
+    format_max_retries: int
+
+
+def parse_output_declarations(data: dict[str, Any]) -> list[OutputField]:
+    """The declared outputs in node data `outputs`; ValueError names what is malformed."""
+    try:
+        fields = msgspec.convert(data.get("outputs") or [], list[OutputField], strict=False)
+    except msgspec.ValidationError as error:
+        raise ValueError(f"invalid outputs declaration: {error}") from None
+    names = [field.name for field in fields]
+    if any(not name.strip() for name in names):
+        raise ValueError("invalid outputs declaration: a field has an empty name")
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise ValueError(f"invalid outputs declaration: duplicate field name(s) {', '.join(duplicates)}")
+    return fields
+
+
+def needs_structured_output(data: dict[str, Any]) -> bool:
+    """True when the node declares outputs, so its answer must be strict JSON."""
+    return bool(data.get("outputs"))
+
+
+def _example(field: OutputField) -> tuple[str, str]:
+    if field.type in PATH_TYPES:
+        return '"path/to/file"', f"{field.type} 类型（视为 string）"
+    return EXAMPLES[field.type], f"{field.type} 类型"
+
+
+def build_instruction(fields: list[OutputField]) -> str:
+    """The seed §5 output instruction (from `---` to the 约束 list); "" when nothing is declared."""
+    if not fields:
+        return ""
+    lines = []
+    for index, field in enumerate(fields):
+        example, comment = _example(field)
+        comma = "," if index < len(fields) - 1 else ""
+        lines.append((f"  {json.dumps(field.name, ensure_ascii=False)}: {example}{comma}", comment))
+    column = max([COMMENT_COLUMN] + [len(code) + 2 for code, _ in lines])
+    body = "\n".join(f"{code.ljust(column)}// {comment}" for code, comment in lines)
+    described = "\n".join(
+        f"- {field.name} ({field.type}, {'required' if field.required else 'optional'}): "
+        f"{field.description.strip() or '（无描述）'}"
+        for field in fields
+    )
+    return f"{INSTRUCTION_HEAD}{{\n{body}\n}}\n\n**字段说明**：\n{described}\n\n{INSTRUCTION_TAIL}"
+
+
+_MISMATCH = object()
+
+
+def _convert(value: Any, type_: str) -> Any:
+    """The value converted to a declared type, or `_MISMATCH` when it cannot be."""
+    if type_ == "number":
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str) and NUMBER_RE.match(value.strip()):
+            text = value.strip()
+            number = float(text) if any(c in text for c in ".eE") else int(text)
+            return number if math.isfinite(number) else _MISMATCH
+        return _MISMATCH
+    if type_ == "boolean":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
+        return _MISMATCH
+    if type_ == "array":
+        return value if isinstance(value, list) else _MISMATCH
+    if type_ == "object":
+        return value if isinstance(value, dict) else _MISMATCH
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return _MISMATCH
+
+
+def validate_output(parsed: dict[str, Any], fields: list[OutputField]) -> ValidationResult:
+    """Seed §6: required fields present, present declared fields of their type, extras untouched."""
+    missing: list[str] = []
+    mismatches: list[tuple[str, str]] = []
+    data = dict(parsed)
+    for field in fields:
+        if field.name not in parsed:
+            if field.required:
+                missing.append(field.name)
+            continue
+        converted = _convert(parsed[field.name], field.type)
+        if converted is _MISMATCH:
+            mismatches.append((field.name, field.type))
+        else:
+            data[field.name] = converted
+    return ValidationResult(ok=not missing and not mismatches, missing=missing, type_mismatches=mismatches, data=data)
+
+
+def describe_failure(result: ValidationResult) -> str:
+    """What was missing or of the wrong type, in one line."""
+    parts = []
+    if result.missing:
+        parts.append(f"missing required field(s): {', '.join(result.missing)}")
+    if result.type_mismatches:
+        wrong = ", ".join(f"{name} (expected {type_})" for name, type_ in result.type_mismatches)
+        parts.append(f"wrong type: {wrong}")
+    return "; ".join(parts) or "output matches the declared fields"
+
+
+def _snippet(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= 80 else flat[:77] + "..."
+
+
+def _objects_in(text: str) -> list[dict[str, Any]]:
+    decoder, found, position = json.JSONDecoder(), [], text.find("{")
+    while position != -1:
+        try:
+            value, end = decoder.raw_decode(text, position)
+        except ValueError:
+            position = text.find("{", position + 1)
+            continue
+        if isinstance(value, dict):
+            found.append(value)
+        position = text.find("{", end)
+    return found
+
+
+def parse_json_answer(text: str) -> dict[str, Any]:
+    """The one JSON object in an answer: bare, in ```json fences, or amid prose; else AnswerNotJson."""
+    stripped = text.strip()
+    if not stripped:
+        raise AnswerNotJson("answer is empty; expected a JSON object")
+    try:
+        value = json.loads(stripped)
+    except ValueError:
+        pass
+    else:
+        if isinstance(value, dict):
+            return value
+        raise AnswerNotJson(f"answer is JSON but a {type(value).__name__}, not an object: {_snippet(stripped)!r}")
+    for block in FENCE_RE.findall(stripped):
+        objects = _objects_in(block)
+        if len(objects) == 1:
+            return objects[0]
+    objects = _objects_in(stripped)
+    if len(objects) == 1:
+        return objects[0]
+    if objects:
+        raise AnswerNotJson(f"answer holds {len(objects)} separate JSON objects; expected exactly one")
+    raise AnswerNotJson(f"answer is not JSON: no JSON object found in {_snippet(stripped)!r}")
+
+
+def build_reformat_prompt(raw_text: str, fields: list[OutputField], problems: list[str]) -> str:
+    """The prompt for the inner re-format call: the raw answer, what was wrong, JSON only, no tools."""
+    listed = "\n".join(f"- {problem}" for problem in problems) or "- 输出不符合声明的 JSON 格式"
+    return (
+        "你是结构化输出整理助手。下面是另一个智能体给出的最终回答，它未通过输出格式校验。\n"
+        "请只根据这段回答的内容，把它整理成符合下列要求的 JSON 对象。\n"
+        "不要调用任何工具，不要补充回答中没有的信息，只输出 JSON 本身。\n\n"
+        f"**校验发现的问题**：\n{listed}\n\n"
+        f"**原始回答**：\n<<<\n{raw_text}\n>>>\n\n"
+        f"{build_instruction(fields)}"
+    )
+
+
+def _retry_count(node_data: dict[str, Any], key: str, default: int) -> int:
+    value = node_data.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_RETRIES:
+        raise ValueError(f"{key} must be a whole number from 0 to {MAX_RETRIES}, got {value!r}")
+    return value
+
+
+def retry_policy_for(node_type: str, node_data: dict[str, Any]) -> RetryPolicy:
+    """Seed §4.6 defaults (agent re-runs once, llm/smartAction twice, 2 re-formats), overridable in node data."""
+    runtime_default = {"agent": 1, "llm": 2, "smartAction": 2}.get(node_type, 0)
+    return RetryPolicy(
+        runtime_max_retries=_retry_count(node_data, "runtimeMaxRetries", runtime_default),
+        format_max_retries=_retry_count(node_data, "formatMaxRetries", 2),
+    )
+
+
+def _check(text: str, fields: list[OutputField]) -> tuple[ValidationResult | None, str, str]:
+    """(result when valid else None, the problem in brief, the problem in detail)."""
+    try:
+        parsed = parse_json_answer(text)
+    except AnswerNotJson as error:
+        return None, "output not valid JSON", error.message
+    result = validate_output(parsed, fields)
+    if result.ok:
+        return result, "", ""
+    return None, "output invalid", describe_failure(result)
+
+
+async def extract_with_retry(
+    raw_text: str,
+    fields: list[OutputField],
+    policy: RetryPolicy,
+    reformat: Callable[[str], Awaitable[str]] | None = None,
+    rerun: Callable[[], Awaitable[str]] | None = None,
+) -> ExtractionResult:
+    """Seed §4.2: validate; re-format the answer up to N times; then re-run the node up to M times."""
+    attempts: list[str] = []
+    text, reruns = raw_text, 0
+    while True:
+        result, brief, detail = _check(text, fields)
+        if result is not None:
+            return ExtractionResult(ok=True, data=result.data, attempts=attempts)
+        if reformat is not None:
+            for attempt in range(1, policy.format_max_retries + 1):
+                attempts.append(f"{brief} ({detail}); re-formatting ({attempt}/{policy.format_max_retries})")
+                answer = await reformat(build_reformat_prompt(text, fields, [detail]))
+                result, brief, detail = _check(answer, fields)
+                if result is not None:
+                    attempts.append(f"re-formatted output is valid ({attempt}/{policy.format_max_retries})")
+                    return ExtractionResult(ok=True, data=result.data, attempts=attempts)
+        if rerun is None or reruns >= policy.runtime_max_retries:
+            error = f"{brief}: {detail} (after {reruns} re-run(s)"
+            error += f" and {policy.format_max_retries} re-format(s) per answer)" if reformat else ", no re-format)"
+            attempts.append(error)
+            return ExtractionResult(ok=False, data={}, attempts=attempts, error=error)
+        reruns += 1
+        attempts.append(f"{brief} ({detail}); re-running the node ({reruns}/{policy.runtime_max_retries})")
+        text = await rerun()

@@ -1,0 +1,38 @@
+"""LLM providers: a deterministic scripted provider and an OpenAI-compatible streaming client."""
+
+from engine.llm.openai import OpenAIProvider
+from engine.llm.registry import SCRIPTED_ID, ModelRegistry, UnknownModel
+from engine.llm.scripted import ScriptedProvider, parse_script
+from engine.llm.types import (
+    Chunk,
+    ClarifyAsk,
+    Completion,
+    CompletionRequest,
+    Finished,
+    LlmCancelled,
+    LlmError,
+    LlmHttpError,
+    LlmProvider,
+    LlmStreamBroken,
+    LlmTimeout,
+    Message,
+    ModelConfig,
+    ReasoningDelta,
+    StatusNote,
+    TextDelta,
+    TodoUpdate,
+    ToolCall,
+    ToolCallReady,
+    ToolProgress,
+    ToolSpec,
+    Usage,
+    collect,
+)
+
+__all__ = [
+    "SCRIPTED_ID", "Chunk", "ClarifyAsk", "Completion", "CompletionRequest", "Finished",
+    "LlmCancelled", "LlmError", "LlmHttpError", "LlmProvider", "LlmStreamBroken", "LlmTimeout",
+    "Message", "ModelConfig", "ModelRegistry", "OpenAIProvider", "ReasoningDelta",
+    "ScriptedProvider", "StatusNote", "TextDelta", "TodoUpdate", "ToolCall", "ToolCallReady",
+    "ToolProgress", "ToolSpec", "UnknownModel", "Usage", "collect", "parse_script",
+]

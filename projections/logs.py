@@ -1,0 +1,145 @@
+"""A visit's log as the seed renders it: coalesced thinking, tool calls, TODO list, errors.
+
+Also the one timestamp rendering every projection uses.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+import msgspec
+
+_encoder = msgspec.json.Encoder()
+
+# Stream kinds whose log entry is `message = tool name, detail = full content`.
+_TOOL_KINDS = frozenset({"tool_call", "tool_result", "tool_progress", "todo_update"})
+
+
+def iso_utc(at: datetime | None) -> str | None:
+    """ISO-8601 in UTC with `Z`, milliseconds kept when present (naive means UTC)."""
+    if at is None:
+        return None
+    return _iso(at) + "Z"
+
+
+def iso_local(at: datetime | None) -> str | None:
+    """ISO_LOCAL_DATE_TIME (no zone), wall time in UTC, milliseconds kept when present."""
+    if at is None:
+        return None
+    return _iso(at)
+
+
+def _iso(at: datetime) -> str:
+    """`YYYY-MM-DDTHH:MM:SS[.mmm]` in UTC (msgspec's RFC 3339 text, the fast path)."""
+    if at.tzinfo is not None and at.utcoffset():
+        at = at.astimezone(timezone.utc)
+    text = _encoder.encode(at)[1:-1].decode()
+    return text[:23] if len(text) > 20 else text[:19]
+
+
+def to_json(value: Any) -> str:
+    """Compact JSON text of a value."""
+    return _encoder.encode(value).decode()
+
+
+def clarify_json(clarify_id: str, question: str, choices: tuple[str, ...] | list[str]) -> str:
+    """The seed's clarify payload `{"clarify_id","question","choices"}` as a JSON string."""
+    return to_json({"clarify_id": clarify_id, "question": question, "choices": list(choices)})
+
+
+class _Entry:
+    """One log line; a THINKING line keeps its chunks until it is read, the timestamp its text once rendered."""
+
+    __slots__ = ("type", "parts", "detail", "at", "_stamp")
+
+    def __init__(self, type_: str, message: str, detail: str | None, at: datetime) -> None:
+        self.type = type_
+        self.parts = [message]
+        self.detail = detail
+        self.at = at
+        self._stamp: str | None = None
+
+    @property
+    def message(self) -> str:
+        """The entry's message (chunks joined)."""
+        if len(self.parts) > 1:
+            self.parts = ["".join(self.parts)]
+        return self.parts[0]
+
+    def render(self) -> dict[str, Any]:
+        """The seed's `{type, message, detail, timestamp}`."""
+        if self._stamp is None:
+            self._stamp = iso_utc(self.at)
+        return {"type": self.type, "message": self.message, "detail": self.detail, "timestamp": self._stamp}
+
+
+class VisitLog:
+    """Everything one visit streamed, kept in arrival order; changed only by `add_*`."""
+
+    __slots__ = ("_entries", "_tool_calls", "_last_todo")
+
+    def __init__(self) -> None:
+        self._entries: list[_Entry] = []
+        self._tool_calls: list[dict[str, str | None]] = []
+        self._last_todo: str | None = None
+
+    def add_stream(self, kind: str, content: str, tool_name: str | None, at: datetime) -> None:
+        """Record one NodeStreamed chunk."""
+        if kind == "thinking":
+            self._add_thinking(content, at)
+            return
+        type_ = kind.upper()
+        if kind in _TOOL_KINDS:
+            name = tool_name if tool_name is not None else ("todo" if kind == "todo_update" else "")
+            self._entries.append(_Entry(type_, name, content, at))
+        else:
+            self._entries.append(_Entry(type_, content, None, at))
+        if kind == "tool_call":
+            self._tool_calls.append({"tool": tool_name, "args": content})
+        elif kind == "tool_result":
+            self._tool_calls.append({"tool": tool_name, "result": content})
+        elif kind == "todo_update":
+            self._last_todo = content
+
+    def add_clarify(self, clarify_id: str, question: str, choices: tuple[str, ...], at: datetime) -> None:
+        """Record a question the visit asked."""
+        self._entries.append(_Entry("CLARIFY_REQUEST", question, clarify_json(clarify_id, question, choices), at))
+
+    def add_error(self, error: str, at: datetime) -> None:
+        """Record the error a visit failed with."""
+        self._entries.append(_Entry("ERROR", error, None, at))
+
+    def _add_thinking(self, content: str, at: datetime) -> None:
+        last = self._entries[-1] if self._entries else None
+        if last is not None and last.type == "THINKING":
+            last.parts.append(content)
+        else:
+            self._entries.append(_Entry("THINKING", content, None, at))
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def entries(self) -> list[dict[str, Any]]:
+        """All log entries, rendered."""
+        return [entry.render() for entry in self._entries]
+
+    def thinking(self) -> str:
+        """All thinking text: chunks of one run of thinking joined, runs separated by a newline."""
+        return "\n".join(e.message for e in self._entries if e.type == "THINKING")
+
+    def tool_calls(self) -> list[dict[str, str | None]]:
+        """Tool calls and results in order, as §2.3 TOOL_CALLS."""
+        return [dict(call) for call in self._tool_calls]
+
+    def todo_list(self) -> list[Any]:
+        """The last TODO update as a list (a list, or an object's `todos`; else empty)."""
+        if self._last_todo is None:
+            return []
+        try:
+            parsed = msgspec.json.decode(self._last_todo)
+        except msgspec.DecodeError:
+            return []
+        if isinstance(parsed, dict):
+            parsed = parsed.get("todos")
+        return parsed if isinstance(parsed, list) else []

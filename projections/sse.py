@@ -1,0 +1,169 @@
+"""SSE messages: each run event as at most one message, its id the event's position in the run."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+import msgspec
+
+from domain import events as ev
+from projections.logs import clarify_json
+from projections.visits import VisitIndex, visit_snapshot
+
+TOOL_CONTENT_LIMIT = 500
+TERMINAL_EVENTS = frozenset({"workflow_complete", "workflow_error"})
+SILENT_EVENT_TYPES = frozenset({ev.RunCreated, ev.RunStarted, ev.ClarifyAnswered, ev.RunCancelRequested})
+
+_END_STATUS = {ev.VisitCompleted: "SUCCESS", ev.VisitFailed: "FAILED", ev.VisitSkipped: "SKIPPED"}
+_encoder = msgspec.json.Encoder()
+
+
+class SseMessage(msgspec.Struct, frozen=True):
+    """One SSE message: `id` (the event's position), `event` (its type) and compact JSON `data`."""
+
+    id: int
+    event: str
+    data: bytes
+
+
+def produces_sse_message(event: ev.RunEvent) -> bool:
+    """True when the event is shown to stream clients."""
+    return type(event) not in SILENT_EVENT_TYPES
+
+
+def is_terminal_message(message: SseMessage) -> bool:
+    """True for `workflow_complete` and `workflow_error`, after which a stream ends."""
+    return message.event in TERMINAL_EVENTS
+
+
+def cancel_error(reason: str) -> str:
+    """The error text of a cancelled run."""
+    return f"cancelled: {reason}" if reason else "run cancelled"
+
+
+class SseProjection:
+    """Turns a run's events, in order, into its SSE messages; folds the visit index they need (its own, or one given to it alone)."""
+
+    def __init__(self, index: VisitIndex | None = None) -> None:
+        self.index = index if index is not None else VisitIndex()
+        self._context: dict[str, Any] = {}
+        self._renderers: dict[type, Callable[[Any, str], dict[str, Any] | None]] = {
+            ev.RunCreated: self._created,
+            ev.VisitStarted: _visit_started,
+            ev.VisitCompleted: self._visit_ended,
+            ev.VisitFailed: self._visit_ended,
+            ev.VisitSkipped: self._visit_ended,
+            ev.NodeStreamed: _node_streamed,
+            ev.ClarifyRequested: _clarify_requested,
+            ev.VisitRecorded: self._visit_recorded,
+            ev.PlannerDecided: _planner_decided,
+            ev.RunCompleted: _run_completed,
+            ev.RunFailed: _run_failed,
+            ev.RunCancelled: _run_cancelled,
+        }
+
+    def apply(self, event: ev.RunEvent) -> SseMessage | None:
+        """Fold one event; its SSE message, or None when clients are not shown it."""
+        self.index.apply(event)
+        render = self._renderers.get(type(event))
+        data = render(event, self.index.run_id) if render is not None else None
+        if data is None:
+            return None
+        return SseMessage(event.originator_version, data["type"], _encoder.encode(data))
+
+    def _created(self, event: ev.RunCreated, run_id: str) -> None:
+        self._context.update(event.variables)
+
+    def _visit_ended(self, event: ev.VisitCompleted | ev.VisitFailed | ev.VisitSkipped, run_id: str) -> dict[str, Any]:
+        visit = self.index.find(event.visit_uuid)
+        if isinstance(event, ev.VisitCompleted):
+            self._context[event.node_id] = event.output.get("data")
+        return {
+            "runId": run_id,
+            "type": "node_status",
+            "nodeId": event.node_id,
+            "visitUuid": event.visit_uuid,
+            "status": _END_STATUS[type(event)],
+            "output": getattr(event, "output", None),
+            "error": getattr(event, "error", None),
+            "logs": visit.logs if visit is not None else [],
+            "contextSnapshot": dict(self._context),
+        }
+
+    def _visit_recorded(self, event: ev.VisitRecorded, run_id: str) -> dict[str, Any]:
+        visit = self.index.find(event.visit_uuid)
+        snapshot = visit_snapshot(visit) if visit is not None else {
+            "visitUuid": event.visit_uuid, "runId": run_id, "nodeId": event.node_id,
+        }
+        return {"runId": run_id, "type": "visit_recorded", "visit": snapshot}
+
+
+def _visit_started(event: ev.VisitStarted, run_id: str) -> dict[str, Any]:
+    return {
+        "runId": run_id,
+        "type": "node_status",
+        "nodeId": event.node_id,
+        "visitUuid": event.visit_uuid,
+        "status": "RUNNING",
+        "nodeType": event.node_type,
+        "nodeLabel": event.node_label,
+    }
+
+
+def _node_streamed(event: ev.NodeStreamed, run_id: str) -> dict[str, Any]:
+    content = event.content
+    if event.kind in ("tool_call", "tool_result"):
+        content = content[:TOOL_CONTENT_LIMIT]
+    return _stream(event, run_id, event.kind, content, event.tool_name)
+
+
+def _clarify_requested(event: ev.ClarifyRequested, run_id: str) -> dict[str, Any]:
+    content = clarify_json(event.clarify_id, event.question, event.choices)
+    return _stream(event, run_id, "clarify_request", content, None)
+
+
+def _stream(event: ev.NodeStreamed | ev.ClarifyRequested, run_id: str, kind: str, content: str,
+            tool_name: str | None) -> dict[str, Any]:
+    return {
+        "runId": run_id,
+        "type": "node_stream",
+        "nodeId": event.node_id,
+        "visitUuid": event.visit_uuid,
+        "kind": kind,
+        "content": content,
+        "toolName": tool_name,
+    }
+
+
+def _planner_decided(event: ev.PlannerDecided, run_id: str) -> dict[str, Any]:
+    decision = {"nextNodeId": event.next_node_id, "reason": event.reason, "fromNodeId": event.from_node_id}
+    return {"runId": run_id, "type": "planner_decision", "decision": decision}
+
+
+def _run_completed(event: ev.RunCompleted, run_id: str) -> dict[str, Any]:
+    return {
+        "runId": run_id,
+        "type": "workflow_complete",
+        "output": event.output,
+        "success": True,
+        "workingDirFiles": list(event.working_dir_files),
+    }
+
+
+def _run_failed(event: ev.RunFailed, run_id: str) -> dict[str, Any]:
+    return {"runId": run_id, "type": "workflow_error", "error": event.error, "success": False}
+
+
+def _run_cancelled(event: ev.RunCancelled, run_id: str) -> dict[str, Any]:
+    return {"runId": run_id, "type": "workflow_error", "error": cancel_error(event.reason), "success": False}
+
+
+def render_all(events: Iterable[ev.RunEvent], after: int = 0) -> list[SseMessage]:
+    """Fold all events; return the messages with id > `after` (a `Last-Event-ID` resume)."""
+    projection = SseProjection()
+    messages = []
+    for event in events:
+        message = projection.apply(event)
+        if message is not None and message.id > after:
+            messages.append(message)
+    return messages

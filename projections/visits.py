@@ -1,0 +1,271 @@
+"""The visit index: one run's visits with their outputs and logs, folded from its events."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Callable
+
+from domain import events as ev
+from projections.logs import VisitLog, iso_utc, to_json
+
+MAX_VISITS_PER_RUN = 200
+
+
+class VisitNotFound(LookupError):
+    """No visit matches the query (the API answers 404)."""
+
+    code = "VISIT_NOT_FOUND"
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+class Visit:
+    """One visit of a node; changed only by the index that owns it."""
+
+    __slots__ = (
+        "visit_uuid", "run_id", "node_id", "node_type", "node_label", "iter_seq", "sort_order",
+        "from_node_id", "from_visit_uuid", "predecessor_visit_uuids", "status", "output",
+        "error", "skip_reason", "started_at", "completed_at", "log", "position",
+    )
+
+    def __init__(self, event: ev.VisitStarted | ev.VisitSkipped, iter_seq: int, position: int) -> None:
+        self.visit_uuid, self.node_id, self.iter_seq = event.visit_uuid, event.node_id, iter_seq
+        self.run_id = event.originator_id.hex
+        self.node_type, self.node_label = event.node_type, event.node_label
+        self.sort_order, self.position = event.sort_order, position
+        self.from_node_id: str | None = None
+        self.from_visit_uuid: str | None = None
+        self.predecessor_visit_uuids: tuple[str, ...] = ()
+        self.status = "RUNNING"
+        self.output: dict[str, Any] | None = None
+        self.error: str | None = None
+        self.skip_reason: str | None = None
+        self.started_at: datetime | None = None
+        self.completed_at: datetime | None = None
+        self.log = VisitLog()
+
+    @property
+    def predecessors(self) -> tuple[str, ...]:
+        """Visits this one came from (falls back to `from_visit_uuid`)."""
+        if self.predecessor_visit_uuids:
+            return self.predecessor_visit_uuids
+        return (self.from_visit_uuid,) if self.from_visit_uuid else ()
+
+    @property
+    def order(self) -> tuple[int, int]:
+        """Sort key: sortOrder, then the order visits began."""
+        return (self.sort_order, self.position)
+
+    @property
+    def logs(self) -> list[dict[str, Any]]:
+        """The rendered log entries."""
+        return self.log.entries()
+
+    @property
+    def logs_count(self) -> int:
+        """How many log entries the visit has."""
+        return len(self.log)
+
+
+class VisitIndex:
+    """One run's visits; `apply(event)` is the only way it changes."""
+
+    def __init__(self, max_visits: int = MAX_VISITS_PER_RUN) -> None:
+        self.max_visits = max_visits
+        self.overflowed = False
+        self.run_id: str | None = None
+        self._by_uuid: dict[str, Visit] = {}
+        self._by_node: dict[str, list[Visit]] = {}
+        self._arrival: list[Visit] = []
+        self._handlers: dict[type, Callable[[Any], None]] = {
+            ev.VisitStarted: self._started,
+            ev.VisitSkipped: self._skipped,
+            ev.NodeStreamed: self._streamed,
+            ev.VisitCompleted: self._completed,
+            ev.VisitFailed: self._failed,
+            ev.ClarifyRequested: self._clarify,
+        }
+
+    def apply(self, event: ev.RunEvent) -> None:
+        """Fold one run event into the index."""
+        if self.run_id is None:
+            self.run_id = event.originator_id.hex
+        handler = self._handlers.get(type(event))
+        if handler is not None:
+            handler(event)
+
+    def _open(self, event: ev.VisitStarted | ev.VisitSkipped, iter_seq: int) -> Visit | None:
+        if event.visit_uuid in self._by_uuid:
+            return None
+        if len(self._arrival) >= self.max_visits:
+            self.overflowed = True
+            return None
+        visit = Visit(event, iter_seq, len(self._arrival))
+        self._by_uuid[visit.visit_uuid] = visit
+        self._by_node.setdefault(visit.node_id, []).append(visit)
+        self._arrival.append(visit)
+        return visit
+
+    def _started(self, event: ev.VisitStarted) -> None:
+        visit = self._open(event, event.iter_seq)
+        if visit is not None:
+            visit.from_node_id = event.from_node_id
+            visit.from_visit_uuid = event.from_visit_uuid
+            visit.predecessor_visit_uuids = tuple(event.predecessor_visit_uuids)
+            visit.started_at = event.timestamp
+
+    def _skipped(self, event: ev.VisitSkipped) -> None:
+        visit = self._open(event, len(self._by_node.get(event.node_id, ())) + 1)
+        if visit is not None:
+            visit.status = "SKIPPED"
+            visit.skip_reason = event.reason or None
+            visit.completed_at = event.timestamp
+
+    def _streamed(self, event: ev.NodeStreamed) -> None:
+        visit = self._by_uuid.get(event.visit_uuid)
+        if visit is not None:
+            visit.log.add_stream(event.kind, event.content, event.tool_name, event.timestamp)
+
+    def _clarify(self, event: ev.ClarifyRequested) -> None:
+        visit = self._by_uuid.get(event.visit_uuid)
+        if visit is not None:
+            visit.log.add_clarify(event.clarify_id, event.question, event.choices, event.timestamp)
+
+    def _completed(self, event: ev.VisitCompleted) -> None:
+        visit = self._by_uuid.get(event.visit_uuid)
+        if visit is not None:
+            visit.status, visit.output, visit.completed_at = "SUCCESS", event.output, event.timestamp
+
+    def _failed(self, event: ev.VisitFailed) -> None:
+        visit = self._by_uuid.get(event.visit_uuid)
+        if visit is not None:
+            visit.status, visit.output, visit.error = "FAILED", event.output, event.error
+            visit.completed_at = event.timestamp
+            visit.log.add_error(event.error, event.timestamp)
+
+    def __len__(self) -> int:
+        return len(self._arrival)
+
+    def find(self, visit_uuid: str) -> Visit | None:
+        """The visit with this uuid, or None."""
+        return self._by_uuid.get(visit_uuid)
+
+    def get(self, visit_uuid: str) -> Visit:
+        """The visit with this uuid; VisitNotFound if there is none."""
+        visit = self._by_uuid.get(visit_uuid)
+        if visit is None:
+            raise VisitNotFound(f"visit {visit_uuid} not found", run_id=self.run_id, visit_uuid=visit_uuid)
+        return visit
+
+    def visits_of(self, node_id: str) -> list[Visit]:
+        """The visits of one node, in the order they began."""
+        return list(self._by_node.get(node_id, ()))
+
+    def visit_at(self, node_id: str, iter_seq: int | None = None) -> Visit:
+        """The visit of a node with this iterSeq (None: the last one); VisitNotFound if none."""
+        visits = self._by_node.get(node_id, ())
+        if visits and iter_seq is None:
+            return visits[-1]
+        for visit in visits:
+            if visit.iter_seq == iter_seq:
+                return visit
+        raise VisitNotFound(
+            f"node {node_id} has no visit" + ("" if iter_seq is None else f" with iterSeq {iter_seq}"),
+            run_id=self.run_id, node_id=node_id, iter_seq=iter_seq,
+        )
+
+    def in_order(self) -> list[Visit]:
+        """All visits by sortOrder (ties in the order they began)."""
+        return sorted(self._arrival, key=lambda visit: visit.order)
+
+    def node_ids(self) -> list[str]:
+        """The visited nodes, ordered by their first visit's sortOrder."""
+        firsts = sorted((visits[0] for visits in self._by_node.values()), key=lambda visit: visit.order)
+        return [visit.node_id for visit in firsts]
+
+
+def visit_snapshot(visit: Visit) -> dict[str, Any]:
+    """The visit as a camelCase snapshot (SSE `visit_recorded`), logs as `logsJson`."""
+    logs = visit.logs
+    return {
+        "visitUuid": visit.visit_uuid,
+        "runId": visit.run_id,
+        "nodeId": visit.node_id,
+        "nodeType": visit.node_type,
+        "nodeLabel": visit.node_label,
+        "iterSeq": visit.iter_seq,
+        "sortOrder": visit.sort_order,
+        "fromNodeId": visit.from_node_id,
+        "fromVisitUuid": visit.from_visit_uuid,
+        "predecessorVisitUuids": list(visit.predecessor_visit_uuids),
+        "status": visit.status,
+        "output": visit.output,
+        "error": visit.error,
+        "skipReason": visit.skip_reason,
+        "startedAt": iso_utc(visit.started_at),
+        "completedAt": iso_utc(visit.completed_at),
+        "logsJson": to_json(logs),
+        "logsCount": len(logs),
+    }
+
+
+def output_view(index: VisitIndex, node_id: str, field: str | None = None, iter_seq: int | None = None) -> dict[str, Any]:
+    """§2.2: a node visit's envelope, `data` whole or one field of it."""
+    visit = index.visit_at(node_id, iter_seq)
+    envelope = visit.output or {}
+    data = envelope.get("data")
+    if field is not None:
+        data = data.get(field) if isinstance(data, dict) else None
+    return {
+        **_visit_ref(visit),
+        "status": envelope.get("status"),
+        "message": envelope.get("message"),
+        "data": data,
+        "requestedField": field,
+    }
+
+
+META_KINDS = ("THINKING", "TOOL_CALLS", "TODO", "ALL")
+
+
+class UnknownMetaKind(ValueError):
+    """The meta query named a kind other than THINKING, TOOL_CALLS, TODO or ALL."""
+
+
+def meta_view(index: VisitIndex, visit_uuid: str | None, node_id: str | None,
+              kind: str | None = None, iter_seq: int | None = None) -> dict[str, Any]:
+    """§2.3: a visit's thinking, tool calls, TODO list, or all of them with the raw logs."""
+    kind = (kind or "ALL").upper()
+    if kind not in META_KINDS:
+        raise UnknownMetaKind(f"unknown meta kind {kind!r}; expected one of {', '.join(META_KINDS)}")
+    if visit_uuid:
+        visit = index.get(visit_uuid)
+    elif node_id:
+        visit = index.visit_at(node_id, iter_seq)
+    else:
+        raise VisitNotFound("a meta query needs a visitUuid or a nodeId", run_id=index.run_id)
+    body = _visit_ref(visit)
+    if kind in ("THINKING", "ALL"):
+        body["thinking"] = visit.log.thinking()
+    if kind in ("TOOL_CALLS", "ALL"):
+        body["toolCalls"] = visit.log.tool_calls()
+    if kind in ("TODO", "ALL"):
+        body["todoList"] = visit.log.todo_list()
+    if kind == "ALL":
+        body["logs"] = visit.logs
+    return body
+
+
+def _visit_ref(visit: Visit) -> dict[str, Any]:
+    return {"nodeId": visit.node_id, "iterSeq": visit.iter_seq, "visitUuid": visit.visit_uuid}
+
+
+def node_logs(index: VisitIndex, node_id: str) -> list[dict[str, Any]]:
+    """All log entries of a node's visits, visit after visit; VisitNotFound if never visited."""
+    visits = index.visits_of(node_id)
+    if not visits:
+        raise VisitNotFound(f"node {node_id} has no visit", run_id=index.run_id, node_id=node_id)
+    return [entry for visit in visits for entry in visit.logs]

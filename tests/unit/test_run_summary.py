@@ -1,0 +1,119 @@
+"""The run summary: given a run's events, then its status, outputs and current pause."""
+
+from __future__ import annotations
+
+from projections.summary import RunSummary, node_list, summarize
+from projections.visits import VisitIndex
+from tests.unit.builders import RUN_ID, RunLog, fold
+
+
+def test_a_created_run_is_created_and_keeps_what_the_caller_sent():
+    run = RunLog().created(variables={"topic": "AI"}, uploaded_files=("a.md",), ttl_hours=24,
+                           caller_key_id="key-1", idempotency_key="idem-1")
+    summary = summarize(run.events)
+    assert summary.external_status == "CREATED"
+    body = summary.as_dict()
+    assert body["runId"] == RUN_ID.hex and body["workflowId"] == 12
+    assert (body["workflowName"], body["workflowVersion"], body["displayName"], body["mode"]) == (
+        "military-analyze-agent", 1, "军事分析助手", "AGENTIC")
+    assert (body["variables"], body["uploadedFiles"], body["ttlHours"]) == ({"topic": "AI"}, ["a.md"], 24)
+    assert (body["callerKeyId"], body["idempotencyKey"]) == ("key-1", "idem-1")
+    assert body["createdAt"] == "2026-07-01T08:30:01Z" and body["startedAt"] is None
+
+
+def test_a_started_run_is_running():
+    summary = summarize(RunLog().created().started().events)
+    assert summary.external_status == "RUNNING"
+    assert summary.as_dict()["startedAt"] == "2026-07-01T08:30:02Z"
+
+
+def test_a_question_pauses_the_run_but_it_still_reads_as_running_with_a_current_pause():
+    run = RunLog().created().started()
+    a = run.visit("A")
+    run.ask(a, "clar-1", "哪个版本?", ("v1", "v2"))
+    summary = summarize(run.events)
+    assert summary.status.value == "paused" and summary.external_status == "RUNNING"
+    assert summary.state_view() == {
+        "runId": RUN_ID.hex,
+        "status": "RUNNING",
+        "currentPause": {"clarifyId": "clar-1", "nodeId": "A", "question": "哪个版本?",
+                         "choices": ["v1", "v2"], "createdAt": "2026-07-01T08:30:04"},
+    }
+    assert summary.asked_clarify_ids == {"clar-1"}
+
+
+def test_an_answer_clears_the_pause_and_the_run_goes_on():
+    run = RunLog().created().started()
+    a = run.visit("A")
+    run.ask(a, "clar-1", "?").answer("clar-1", "v2")
+    summary = summarize(run.events)
+    assert summary.current_pause is None and summary.status.value == "running"
+    assert summary.answered_clarify_ids == {"clar-1"}
+
+
+def test_a_cancel_request_keeps_the_run_running_until_it_is_cancelled():
+    run = RunLog().created().started().request_cancel("user")
+    summary = summarize(run.events)
+    assert summary.external_status == "RUNNING" and summary.cancel_requested and not summary.cancelled
+    assert summary.as_dict()["cancelRequestedAt"] == "2026-07-01T08:30:03Z"
+    run.cancel("user")
+    summary = summarize(run.events)
+    assert summary.external_status == "FAILED" and summary.cancelled
+    assert summary.error == "cancelled: user" and summary.as_dict()["completedAt"] == "2026-07-01T08:30:04Z"
+
+
+def test_an_answer_after_a_cancel_request_leaves_the_run_cancel_requested():
+    run = RunLog().created().started()
+    a = run.visit("A")
+    run.ask(a, "clar-1", "?").request_cancel().answer("clar-1", "x")
+    assert summarize(run.events).status.value == "cancel_requested"
+
+
+def test_a_cancel_without_reason_reads_run_cancelled():
+    run = RunLog().created().started().request_cancel().cancel()
+    assert summarize(run.events).error == "run cancelled"
+
+
+def test_a_completed_run_is_success_with_its_outputs_and_files():
+    run = RunLog().created().started().finish({"summary": "本报告"}, ("out/report.md",))
+    body = summarize(run.events).as_dict()
+    assert body["status"] == "SUCCESS" and body["error"] is None
+    assert body["outputs"] == {"status": 200, "message": "工作流执行成功", "data": {"summary": "本报告"}}
+    assert body["workingDirFiles"] == ["out/report.md"] and body["completedAt"] == "2026-07-01T08:30:03Z"
+
+
+def test_a_failed_run_is_failed_with_its_error_and_no_pause():
+    run = RunLog().created().started()
+    a = run.visit("A")
+    run.ask(a, "clar-1", "?").fail_run("boom")
+    summary = summarize(run.events)
+    assert (summary.external_status, summary.error, summary.current_pause) == ("FAILED", "boom", None)
+
+
+def test_last_event_id_counts_every_event_and_last_sse_id_only_those_clients_see():
+    run = RunLog().created().started()
+    a = run.visit("A")
+    run.ask(a, "clar-1", "?").answer("clar-1", "ok").request_cancel()
+    summary = summarize(run.events)
+    assert summary.last_event_id == 6
+    assert summary.last_sse_id == 4
+
+
+def test_a_summary_that_has_seen_nothing_reads_created():
+    summary = RunSummary()
+    assert summary.run_id is None and summary.external_status == "CREATED" and summary.last_event_id == 0
+
+
+def test_the_node_list_shows_each_node_by_its_last_visit_with_all_logs_counted():
+    run = RunLog().created().started()
+    a = run.visit("A")
+    b1 = run.visit("B", after=a)
+    run.stream(b1, "thinking", "想").stream(b1, "tool_call", "{}", "search").complete(b1, {"result": "hello"})
+    b2 = run.visit("B", after=b1)
+    run.stream(b2, "status", "s").stream(b2, "thinking", "再想").complete(b2, {"result": "again"})
+    views = node_list(fold(VisitIndex(), run.events))
+    assert [v["nodeId"] for v in views] == ["A", "B"]
+    assert views[1] == {
+        "nodeId": "B", "nodeType": "agent", "label": "B", "status": "SUCCESS",
+        "output": {"status": 200, "message": "调用成功", "data": {"result": "again"}}, "error": None, "logsCount": 4,
+    }
