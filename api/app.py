@@ -11,14 +11,14 @@ from litestar.openapi.spec import Components, SecurityScheme
 
 from api.access import caller_key
 from api.errors import handle_exception
-from api.streams import RunStreamController
+from api.routes import CONTROLLERS
 from engine.bootstrap import Services
 
 
 def create_app(services: Services) -> Litestar:
     """A Litestar app serving `services`; it starts and closes them with the server."""
     return Litestar(
-        route_handlers=[RunStreamController],
+        route_handlers=list(CONTROLLERS),
         dependencies={
             "services": Provide(lambda: services, use_cache=True, sync_to_thread=False),
             "caller": Provide(caller_key),

@@ -7,8 +7,11 @@ import contextlib
 import logging
 from dataclasses import dataclass
 
+from typing import Any
+
 from engine.access import KeyRing
 from engine.aio import AsyncLog
+from engine.catalogue import DEMO_DIR, Catalogue
 from engine.live import LiveHub
 from engine.runs import RunService
 from engine.settings import Settings
@@ -27,12 +30,20 @@ class Services:
     hub: LiveHub
     runs: RunService
     keys: KeyRing
+    catalogue: Catalogue
     tail: PostgresTail | None = None
+    engine: Any = None
+    tokens: Any = None
     _sweeper: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        """Open connections and begin the live tail."""
+        """Open connections, load the catalogue and begin the live tail."""
         await self.log.start()
+        await self.catalogue.load()
+        if self.settings.load_demos:
+            await self.catalogue.publish_directory(DEMO_DIR)
+        if self.settings.workflows_dir is not None:
+            await self.catalogue.publish_directory(self.settings.workflows_dir)
         if self.tail is not None:
             await self.tail.start()
         self._sweeper = asyncio.create_task(self._sweep(), name="flowtrail-hot-sweeper")
@@ -69,4 +80,7 @@ def build_services(settings: Settings) -> Services:
     tail = None
     if location.kind == "postgres":
         tail = PostgresTail(location, event_log.mapper, wanted=hub.is_hot, deliver=hub.publish)
-    return Services(settings=settings, log=alog, hub=hub, runs=runs, keys=KeyRing(settings.api_keys), tail=tail)
+    return Services(
+        settings=settings, log=alog, hub=hub, runs=runs, keys=KeyRing(settings.api_keys),
+        catalogue=Catalogue(alog), tail=tail,
+    )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
@@ -91,6 +90,58 @@ class StreamSettings:
 
 
 @dataclass(frozen=True)
+class EngineSettings:
+    """Limits and models of the workflow engine."""
+
+    models_json: str = ""
+    """JSON list of OpenAI-compatible models: [{id, base_url, model, api_key_env}] (FLOWTRAIL_MODELS)."""
+    default_model_id: str = ""
+    """Model used when a node names none (default: the first configured, else `scripted`)."""
+    scripted_pace_seconds: float = 0.0
+    """Pause between chunks of the scripted provider (the demo sets a visible pace)."""
+    node_timeout_seconds: float = 600.0
+    """A visit running longer than this fails."""
+    run_timeout_seconds: float = 86_400.0
+    """A run (including time paused for an answer) running longer than this fails."""
+    max_visits_per_node: int = 50
+    """AGENTIC: visits of one node before the run fails."""
+    max_visits_per_run: int = 200
+    """AGENTIC: visits in one run before the run fails."""
+    max_agent_iterations: int = 20
+    """Model turns one agent visit may take."""
+
+
+@dataclass(frozen=True)
+class ContextSettings:
+    """The internal context query API (seed internal-context-query-spec, v1.1.1)."""
+
+    enabled: bool = True
+    """When false, /internal/context/* answers 503, no tokens are issued and no tools are offered."""
+    token_ttl_seconds: float = 120.0
+    """Lifetime of a context token."""
+    cleanup_interval_seconds: float = 60.0
+    """How often expired tokens are swept."""
+    max_tokens_per_visit: int = 4
+    """Live tokens one visit may hold at once."""
+    max_tool_calls_per_visit: int = 50
+    """Context tool calls one visit may make."""
+    hot_retention_seconds: float = 1800.0
+    """Answers come from memory while a run is live and this long after."""
+
+
+@dataclass(frozen=True)
+class UploadSettings:
+    """Run workspaces and uploaded files."""
+
+    max_file_bytes: int = 50 * 1024 * 1024
+    """Largest single uploaded file."""
+    max_request_bytes: int = 200 * 1024 * 1024
+    """Largest whole run-creation request."""
+    default_ttl_hours: int = 720
+    """Workspace retention when a run does not say."""
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything the service is configured with."""
 
@@ -108,7 +159,16 @@ class Settings:
     """True when FLOWTRAIL_API_KEYS was unset and `demo-key` was created."""
     store: StoreSettings = field(default_factory=StoreSettings)
     stream: StreamSettings = field(default_factory=StreamSettings)
-    extra: dict[str, Any] = field(default_factory=dict)
+    engine: EngineSettings = field(default_factory=EngineSettings)
+    context: ContextSettings = field(default_factory=ContextSettings)
+    uploads: UploadSettings = field(default_factory=UploadSettings)
+    load_demos: bool = True
+    """Publish the shipped demo workflows at start-up."""
+
+    @property
+    def workspaces_dir(self) -> Path:
+        """One directory per run lives here."""
+        return self.data_dir / "workspaces"
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -133,4 +193,26 @@ class Settings:
                 hot_buffer_messages=max(5000, _int("FLOWTRAIL_HOT_BUFFER_MESSAGES", 10_000)),
                 hot_retention_seconds=_float("FLOWTRAIL_HOT_RETENTION_SECONDS", 1800.0),
             ),
+            engine=EngineSettings(
+                models_json=_env("FLOWTRAIL_MODELS", ""),
+                default_model_id=_env("FLOWTRAIL_DEFAULT_MODEL", ""),
+                scripted_pace_seconds=_float("FLOWTRAIL_SCRIPTED_PACE_SECONDS", 0.0),
+                node_timeout_seconds=_float("FLOWTRAIL_NODE_TIMEOUT_SECONDS", 600.0),
+                run_timeout_seconds=_float("FLOWTRAIL_RUN_TIMEOUT_SECONDS", 86_400.0),
+                max_visits_per_node=_int("FLOWTRAIL_MAX_VISITS_PER_NODE", 50),
+                max_visits_per_run=_int("FLOWTRAIL_MAX_VISITS_PER_RUN", 200),
+                max_agent_iterations=_int("FLOWTRAIL_MAX_AGENT_ITERATIONS", 20),
+            ),
+            context=ContextSettings(
+                enabled=_bool("FLOWTRAIL_CONTEXT_QUERY_ENABLED", True),
+                token_ttl_seconds=_float("FLOWTRAIL_CONTEXT_TOKEN_TTL_SECONDS", 120.0),
+                cleanup_interval_seconds=_float("FLOWTRAIL_CONTEXT_CLEANUP_INTERVAL_SECONDS", 60.0),
+                max_tokens_per_visit=_int("FLOWTRAIL_CONTEXT_MAX_TOKENS_PER_VISIT", 4),
+                max_tool_calls_per_visit=_int("FLOWTRAIL_CONTEXT_MAX_TOOL_CALLS", 50),
+            ),
+            uploads=UploadSettings(
+                max_file_bytes=_int("FLOWTRAIL_MAX_UPLOAD_BYTES", 50 * 1024 * 1024),
+                max_request_bytes=_int("FLOWTRAIL_MAX_REQUEST_BYTES", 200 * 1024 * 1024),
+            ),
+            load_demos=_bool("FLOWTRAIL_LOAD_DEMOS", True),
         )

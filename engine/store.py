@@ -148,12 +148,22 @@ class EventLog:
         rows = self.app.recorder.select_events(stream_id, gt=after or None, lte=upto)
         return [self.mapper.to_domain_event(row) for row in rows]
 
-    def stream_ids(self, *, topic: str, after_notification: int = 0, limit: int = 1000) -> list[tuple[int, Any]]:
-        """(notification id, event) of one tag across all streams, in log order."""
+    def events_tagged(self, tag: str, *, after_notification: int = 0, limit: int = 1000) -> list[tuple[int, Any]]:
+        """(notification id, event) of every event with one tag, across all streams, in log order."""
         notes = self.app.recorder.select_notifications(
-            after_notification, limit, topics=(topic,), inclusive_of_start=False
+            after_notification + 1, limit, topics=(tag,)
         )
         return [(n.id, self.mapper.to_domain_event(n)) for n in notes]
+
+    def all_events_tagged(self, tag: str) -> list[Any]:
+        """Every event with one tag, in log order."""
+        found, after = [], 0
+        while True:
+            page = self.events_tagged(tag, after_notification=after)
+            found.extend(event for _, event in page)
+            if len(page) < 1000:
+                return found
+            after = page[-1][0]
 
     def max_notification_id(self) -> int:
         """The newest position in the whole log (0 when empty)."""

@@ -7,7 +7,7 @@ from typing import AsyncIterator, Iterator
 
 import pytest
 
-from tests.support.server import RunningServer, test_settings
+from tests.support.server import RunningServer, server_settings
 from tests.support.stores import drop_schema, store_url
 
 
@@ -23,6 +23,6 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 @pytest.fixture
 async def server(store: str, tmp_path: Path) -> AsyncIterator[RunningServer]:
     """A real server on a loopback port over the test's store."""
-    running = await RunningServer(test_settings(store, tmp_path / "data", keepalive_seconds=0.5)).start()
+    running = await RunningServer(server_settings(store, tmp_path / "data", keepalive_seconds=0.5)).start()
     yield running
     await running.stop()

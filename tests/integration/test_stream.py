@@ -77,15 +77,15 @@ async def test_an_idle_stream_receives_keep_alive_comments(server):
 
 
 async def test_a_reconnect_after_the_server_restarted_continues_from_the_store(store, tmp_path):
-    from tests.support.server import RunningServer, test_settings
+    from tests.support.server import RunningServer, server_settings
 
-    settings = test_settings(store, tmp_path / "data")
+    settings = server_settings(store, tmp_path / "data")
     first = await RunningServer(settings).start()
     run_id = await run_with_steps(first.services, 300)
     async with first.client() as client:
         before = await read_stream(client, stream_path(run_id), stop_after=120)
     await first.stop()
-    second = await RunningServer(test_settings(store, tmp_path / "data")).start()
+    second = await RunningServer(server_settings(store, tmp_path / "data")).start()
     try:
         async with second.client() as client:
             after = await read_stream(client, stream_path(run_id), last_event_id=before.ids[-1])
@@ -96,9 +96,9 @@ async def test_a_reconnect_after_the_server_restarted_continues_from_the_store(s
 
 
 async def test_a_reconnect_older_than_the_memory_buffer_is_served_from_the_store(store, tmp_path):
-    from tests.support.server import RunningServer, test_settings
+    from tests.support.server import RunningServer, server_settings
 
-    server = await RunningServer(test_settings(store, tmp_path / "data", hot_buffer_messages=5000)).start()
+    server = await RunningServer(server_settings(store, tmp_path / "data", hot_buffer_messages=5000)).start()
     try:
         run_id = await run_with_steps(server.services, 7000)
         hot = await server.services.runs.hot(run_id)

@@ -28,7 +28,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_settings(url: str, data_dir: Path, **stream: Any) -> Settings:
+def server_settings(url: str, data_dir: Path, *, load_demos: bool = False, **stream: Any) -> Settings:
     """Settings for a test server on the given store."""
     return Settings(
         host="127.0.0.1",
@@ -38,6 +38,7 @@ def test_settings(url: str, data_dir: Path, **stream: Any) -> Settings:
         demo_key_in_use=False,
         store=StoreSettings(database_url=url),
         stream=replace(StreamSettings(), **stream),
+        load_demos=load_demos,
     )
 
 

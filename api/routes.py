@@ -1,0 +1,9 @@
+"""Every controller the app serves (one line each)."""
+
+from __future__ import annotations
+
+from api.streams import RunStreamController
+
+CONTROLLERS: list[type] = [
+    RunStreamController,
+]
