@@ -17,6 +17,7 @@ from engine.runs import RunService
 from engine.settings import Settings
 from engine.store import EventLog, parse_database_url
 from engine.tail import PostgresTail
+from engine.workspace import Workspace
 
 log = logging.getLogger("flowtrail")
 
@@ -31,6 +32,7 @@ class Services:
     runs: RunService
     keys: KeyRing
     catalogue: Catalogue
+    workspace: Workspace
     tail: PostgresTail | None = None
     engine: Any = None
     tokens: Any = None
@@ -82,5 +84,5 @@ def build_services(settings: Settings) -> Services:
         tail = PostgresTail(location, event_log.mapper, wanted=hub.is_hot, deliver=hub.publish)
     return Services(
         settings=settings, log=alog, hub=hub, runs=runs, keys=KeyRing(settings.api_keys),
-        catalogue=Catalogue(alog), tail=tail,
+        catalogue=Catalogue(alog), workspace=Workspace(settings.workspaces_dir), tail=tail,
     )

@@ -1,0 +1,74 @@
+"""Run workspaces: one directory per run, for uploads and files that nodes write."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path, PurePosixPath
+from uuid import UUID
+
+
+class UnsafePath(ValueError):
+    """A relative path that would escape the workspace (or is not relative)."""
+
+
+def safe_relative(raw: str) -> str:
+    """Normalise a client-given relative path; refuse absolute paths, `..` and other escapes."""
+    text = raw.replace("\\", "/").strip()
+    if not text or text.startswith("/") or "\x00" in text or (len(text) > 1 and text[1] == ":"):
+        raise UnsafePath(f"path {raw[:200]!r} must be relative")
+    parts = [p for p in PurePosixPath(text).parts if p not in ("", ".")]
+    if not parts or any(p == ".." for p in parts):
+        raise UnsafePath(f"path {raw[:200]!r} escapes the workspace")
+    if len(parts) > 32 or any(len(p) > 255 for p in parts):
+        raise UnsafePath(f"path {raw[:200]!r} is too deep or too long")
+    return "/".join(parts)
+
+
+class Workspace:
+    """The directory tree under which every run keeps its files."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def path_for(self, run_id: UUID) -> Path:
+        """The run's directory (it may not exist yet)."""
+        return self.root / run_id.hex
+
+    def write(self, run_id: UUID, relative: str, data: bytes) -> str:
+        """Write one file; returns its normalised relative path."""
+        rel = safe_relative(relative)
+        target = self.path_for(run_id) / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        return rel
+
+    def files(self, run_id: UUID) -> list[str]:
+        """Relative paths of every file, sorted."""
+        base = self.path_for(run_id)
+        if not base.is_dir():
+            return []
+        return sorted(p.relative_to(base).as_posix() for p in base.rglob("*") if p.is_file())
+
+    def stats(self, run_id: UUID) -> tuple[int, int]:
+        """(file count, total bytes)."""
+        base = self.path_for(run_id)
+        if not base.is_dir():
+            return 0, 0
+        sizes = [p.stat().st_size for p in base.rglob("*") if p.is_file()]
+        return len(sizes), sum(sizes)
+
+    def remove(self, run_id: UUID) -> None:
+        """Delete a run's files."""
+        shutil.rmtree(self.path_for(run_id), ignore_errors=True)
+
+    def remove_expired(self, ttl_hours_of: dict[UUID, int], now: float | None = None) -> list[UUID]:
+        """Delete workspaces older than their run's TTL; returns the runs cleaned."""
+        now = time.time() if now is None else now
+        removed = []
+        for run_id, ttl_hours in ttl_hours_of.items():
+            path = self.path_for(run_id)
+            if path.is_dir() and now - path.stat().st_mtime > ttl_hours * 3600:
+                self.remove(run_id)
+                removed.append(run_id)
+        return removed
