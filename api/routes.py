@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from api.health import health
 from api.streams import RunStreamController
 
-CONTROLLERS: list[type] = [
+CONTROLLERS: list[object] = [
+    health,
     RunStreamController,
 ]

@@ -1,0 +1,92 @@
+"""The run writer: coalesced chunks, one transaction per flush, refusals append nothing."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from domain import events as ev
+from domain import run as decide
+from domain.errors import IllegalTransition, RunAlreadyStarted
+from engine.bootstrap import build_services
+from tests.support.runs import new_run, open_visit
+from tests.support.server import server_settings
+
+
+@pytest.fixture
+async def services(store, tmp_path):
+    built = build_services(server_settings(store, tmp_path / "data", coalesce_ms=30))
+    await built.start()
+    yield built
+    await built.close()
+
+
+async def log_end(services) -> int:
+    return await services.log.call(services.log.log.max_notification_id)
+
+
+async def test_consecutive_thinking_chunks_within_the_window_become_one_event(services):
+    run_id = await new_run(services)
+    writer = await services.runs.writer(run_id)
+    visit = await open_visit(writer)
+    pieces = [f"token{i} " for i in range(500)]
+    for piece in pieces:
+        await writer.stream(visit_uuid=visit, node_id="research", kind="thinking", content=piece)
+    await writer.flush()
+    thinking = [e for e in await services.runs.events(run_id) if isinstance(e, ev.NodeStreamed)]
+    assert len(thinking) < 10
+    assert "".join(e.content for e in thinking) == "".join(pieces)
+
+
+async def test_chunks_reach_the_log_within_the_window_without_a_flush(services):
+    run_id = await new_run(services)
+    writer = await services.runs.writer(run_id)
+    visit = await open_visit(writer)
+    await writer.stream(visit_uuid=visit, node_id="research", kind="thinking", content="hello")
+    await asyncio.sleep(0.2)
+    assert isinstance((await services.runs.events(run_id))[-1], ev.NodeStreamed)
+
+
+async def test_tool_calls_are_never_merged_but_share_a_transaction(services):
+    run_id = await new_run(services)
+    writer = await services.runs.writer(run_id)
+    visit = await open_visit(writer)
+    for i in range(3):
+        await writer.stream(visit_uuid=visit, node_id="research", kind="tool_call", content=f"{{\"q\":{i}}}", tool_name="search")
+    await writer.flush()
+    calls = [e for e in await services.runs.events(run_id) if isinstance(e, ev.NodeStreamed)]
+    assert [c.content for c in calls] == ['{"q":0}', '{"q":1}', '{"q":2}']
+
+
+async def test_a_decision_flushes_buffered_chunks_first_so_order_is_kept(services):
+    run_id = await new_run(services)
+    writer = await services.runs.writer(run_id)
+    visit = await open_visit(writer)
+    await writer.stream(visit_uuid=visit, node_id="research", kind="thinking", content="before")
+    await writer.decide(lambda run, at: decide.complete_visit(run, at, visit_uuid=visit, node_id="research",
+                                                              output={"status": 200, "message": "", "data": {}}))
+    tail = (await services.runs.events(run_id))[-2:]
+    assert [type(e) for e in tail] == [ev.NodeStreamed, ev.VisitCompleted]
+
+
+async def test_an_illegal_transition_appends_nothing(services):
+    run_id = await new_run(services)
+    writer = await services.runs.writer(run_id)
+    before = await log_end(services)
+    with pytest.raises(RunAlreadyStarted):
+        await writer.decide(decide.start_run)
+    with pytest.raises(IllegalTransition):
+        await writer.decide(lambda run, at: decide.complete_run(run, at, output={}), decide.start_run)
+    with pytest.raises(IllegalTransition):
+        await writer.stream(visit_uuid="no-such-visit", node_id="x", kind="thinking", content="x")
+    assert await log_end(services) == before
+
+
+async def test_concurrent_writes_to_one_run_are_serialised(services):
+    run_id = await new_run(services)
+    writer = await services.runs.writer(run_id)
+    visits = await asyncio.gather(*(open_visit(writer, node_id=f"n{i}") for i in range(10)))
+    events = await services.runs.events(run_id)
+    assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
+    assert len({e.visit_uuid for e in events if isinstance(e, ev.VisitStarted)}) == len(visits) == 10

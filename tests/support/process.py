@@ -1,0 +1,68 @@
+"""A flowtrail server in its own process, started the way an operator would."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from tests.support.server import KEYS, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class ServerProcess:
+    """`flowtrail serve` in a subprocess on a loopback port."""
+
+    def __init__(self, database_url: str, data_dir: Path, **env: str) -> None:
+        self.port = free_port()
+        keys = [{"key": k.key, "id": k.id, "workflowNames": list(k.workflow_names)} for k in KEYS]
+        self.env = {
+            **os.environ,
+            "FLOWTRAIL_DATABASE_URL": database_url,
+            "FLOWTRAIL_DATA_DIR": str(data_dir),
+            "FLOWTRAIL_PORT": str(self.port),
+            "FLOWTRAIL_API_KEYS": json.dumps(keys),
+            "FLOWTRAIL_LOAD_DEMOS": "false",
+            "FLOWTRAIL_KEEPALIVE_SECONDS": "1",
+            **env,
+        }
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        """http://127.0.0.1:PORT"""
+        return f"http://127.0.0.1:{self.port}"
+
+    async def start(self) -> ServerProcess:
+        """Start and wait until /healthz answers."""
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "scripts.cli", "serve"], cwd=ROOT, env=self.env,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )
+        async with httpx.AsyncClient() as client:
+            for _ in range(300):
+                if self.process.poll() is not None:
+                    raise RuntimeError(f"server exited: {self.process.stderr.read().decode()[-2000:]}")
+                try:
+                    if (await client.get(f"{self.base_url}/healthz")).status_code == 200:
+                        return self
+                except httpx.TransportError:
+                    pass
+                await asyncio.sleep(0.05)
+        raise RuntimeError("server did not start within 15 s")
+
+    def client(self, key: str = "test-key-all") -> httpx.AsyncClient:
+        """An HTTP client for this server."""
+        return httpx.AsyncClient(base_url=self.base_url, headers={"X-API-Key": key}, timeout=30.0)
+
+    async def stop(self) -> None:
+        """Terminate and wait."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            await asyncio.to_thread(self.process.wait, 15)

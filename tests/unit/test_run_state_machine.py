@@ -1,0 +1,130 @@
+"""The Run aggregate refuses illegal transitions and changes only by applying events."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from uuid import uuid4
+
+import pytest
+
+from domain import run as r
+from domain.errors import (
+    ClarifyAlreadyAnswered,
+    ClarifyNotFound,
+    IllegalTransition,
+    RunAlreadyFinished,
+    RunAlreadyStarted,
+    UnknownVisit,
+)
+from domain.run import RunStatus, evolve, fold
+
+AT = datetime(2026, 7, 1, tzinfo=timezone.utc)
+FLOW = dict(workflow_id=1, workflow_name="demo", workflow_version=1, display_name="Demo", mode="DAG")
+
+
+def created():
+    return evolve(None, r.create_run(uuid4(), AT, **FLOW))
+
+
+def apply(run, *decisions):
+    for decide in decisions:
+        run = evolve(run, decide(run, AT))
+    return run
+
+
+def running():
+    return apply(created(), r.start_run)
+
+
+def with_visit(run, visit="v1"):
+    return apply(run, lambda s, at: r.start_visit(s, at, visit_uuid=visit, node_id="n", node_type="llm",
+                                                  node_label="N", iter_seq=1, sort_order=1))
+
+
+def test_a_new_run_is_created_at_version_one():
+    run = created()
+    assert run.status is RunStatus.CREATED and run.version == 1
+
+
+def test_starting_twice_is_refused():
+    with pytest.raises(RunAlreadyStarted):
+        r.start_run(running(), AT)
+
+
+def test_completing_a_run_that_was_never_started_is_refused():
+    with pytest.raises(IllegalTransition):
+        r.complete_run(created(), AT, output={})
+
+
+def test_answering_a_question_that_was_not_asked_is_refused():
+    with pytest.raises(ClarifyNotFound):
+        r.answer_clarify(running(), AT, clarify_id="c1", answer="yes")
+
+
+def test_streaming_into_a_visit_that_is_not_open_is_refused():
+    with pytest.raises(UnknownVisit):
+        r.stream_chunk(running(), AT, visit_uuid="nope", node_id="n", kind="thinking", content="x")
+
+
+def test_an_unknown_stream_kind_is_refused():
+    with pytest.raises(IllegalTransition):
+        r.stream_chunk(with_visit(running()), AT, visit_uuid="v1", node_id="n", kind="shouting", content="x")
+
+
+def test_a_question_pauses_the_run_and_its_answer_resumes_it():
+    run = with_visit(running())
+    run = apply(run, lambda s, at: r.request_clarify(s, at, clarify_id="c1", visit_uuid="v1", node_id="n",
+                                                     question="Which?", choices=("a", "b")))
+    assert run.status is RunStatus.PAUSED and run.pending_clarify.choices == ("a", "b")
+    run = apply(run, lambda s, at: r.answer_clarify(s, at, clarify_id="c1", answer="a"))
+    assert run.status is RunStatus.RUNNING and run.pending_clarify is None
+
+
+def test_a_second_answer_to_the_same_question_is_already_answered():
+    run = with_visit(running())
+    run = apply(run, lambda s, at: r.request_clarify(s, at, clarify_id="c1", visit_uuid="v1", node_id="n", question="?"),
+                lambda s, at: r.answer_clarify(s, at, clarify_id="c1", answer="a"))
+    with pytest.raises(ClarifyAlreadyAnswered):
+        r.answer_clarify(run, AT, clarify_id="c1", answer="b")
+
+
+def test_cancel_requested_and_cancelled_are_distinct_facts():
+    run = apply(running(), r.request_cancel)
+    assert run.status is RunStatus.CANCEL_REQUESTED and run.cancel_requested
+    run = apply(run, r.cancel_run)
+    assert run.status is RunStatus.CANCELLED
+
+
+def test_confirming_a_cancel_nobody_requested_is_refused():
+    with pytest.raises(IllegalTransition):
+        r.cancel_run(running(), AT)
+
+
+def test_a_run_that_completed_before_the_cancel_took_effect_stays_completed():
+    run = apply(running(), r.request_cancel,
+                lambda s, at: r.complete_run(s, at, output={"status": 200, "message": "", "data": {}}))
+    assert run.status is RunStatus.SUCCEEDED
+    with pytest.raises(RunAlreadyFinished):
+        r.cancel_run(run, AT)
+
+
+def test_nothing_can_happen_to_a_finished_run():
+    run = apply(running(), lambda s, at: r.fail_run(s, at, error="boom"))
+    for decide in (r.start_run, r.request_cancel, lambda s, at: r.fail_run(s, at, error="again")):
+        with pytest.raises(RunAlreadyFinished):
+            decide(run, AT)
+
+
+def test_positions_increase_by_one_per_event():
+    events, run = [], None
+    for decide in (lambda s, at: r.create_run(uuid4(), at, **FLOW), r.start_run, r.request_cancel, r.cancel_run):
+        event = decide(run, AT)
+        events.append(event)
+        run = evolve(run, event)
+    assert [e.originator_version for e in events] == [1, 2, 3, 4]
+    assert fold(events) == run
+
+
+def test_a_log_must_begin_with_run_created():
+    with pytest.raises(IllegalTransition):
+        evolve(None, r.start_run(created(), AT))
