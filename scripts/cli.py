@@ -14,6 +14,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     commands.add_parser("serve", help="run the HTTP service (settings from FLOWTRAIL_* variables)")
 
+    demo = commands.add_parser("demo", help="start a demo run through the HTTP API and print its stream")
+    demo.add_argument("workflow", nargs="?", default="demo-report")
+
     export = commands.add_parser("export", help="write a run's events as JSON Lines")
     export.add_argument("run_id")
     export.add_argument("-o", "--output", default="-", help="file to write (default: standard output)")
@@ -28,6 +31,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from scripts.serve import serve
 
         return serve()
+    if args.command == "demo":
+        from scripts.demo import demo as run_demo
+
+        return run_demo(args.workflow)
     if args.command == "export":
         from scripts.export import export_run
 
