@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Annotated, Any, AsyncIterator
 
 from litestar import Controller, get
@@ -50,6 +51,7 @@ def parse_last_event_id(raw: str | None, last_position: int) -> int:
 async def stream_frames(services: Services, hot: HotRun, cursor: int) -> AsyncIterator[ServerSentEventMessage]:
     """The run's messages after `cursor`: memory first, the store for what memory dropped."""
     keepalive = services.settings.stream.keepalive_seconds
+    deadline = time.monotonic() + services.settings.stream.max_stream_seconds
     hot.watchers += 1
     try:
         if not hot.covers(cursor):
@@ -66,7 +68,7 @@ async def stream_frames(services: Services, hot: HotRun, cursor: int) -> AsyncIt
                 cursor = last
                 yield FrameBatch(frames)
                 continue
-            if hot.terminal_id is not None and cursor >= hot.terminal_id:
+            if hot.terminal_id is not None and cursor >= hot.terminal_id or time.monotonic() >= deadline:
                 return
             try:
                 await asyncio.wait_for(changed.wait(), keepalive)

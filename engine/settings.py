@@ -87,6 +87,10 @@ class StreamSettings:
     """SSE messages kept in memory per hot run (the store serves older ones)."""
     hot_retention_seconds: float = 1800.0
     """How long a finished run's projections stay in memory with no client attached."""
+    max_stream_seconds: float = 86_400.0
+    """A stream connection is closed after this long (clients resume with Last-Event-ID)."""
+    shutdown_grace_seconds: float = 3.0
+    """On shutdown, open streams get this long before they are closed."""
 
 
 @dataclass(frozen=True)
@@ -192,6 +196,7 @@ class Settings:
                 coalesce_ms=_float("FLOWTRAIL_COALESCE_MS", 40.0),
                 hot_buffer_messages=max(5000, _int("FLOWTRAIL_HOT_BUFFER_MESSAGES", 10_000)),
                 hot_retention_seconds=_float("FLOWTRAIL_HOT_RETENTION_SECONDS", 1800.0),
+                max_stream_seconds=_float("FLOWTRAIL_MAX_STREAM_SECONDS", 86_400.0),
             ),
             engine=EngineSettings(
                 models_json=_env("FLOWTRAIL_MODELS", ""),

@@ -22,5 +22,8 @@ def serve() -> int:
         log.warning("FLOWTRAIL_API_KEYS is unset: created the API key 'demo-key' with no scope limit")
     log.info("store: %s", services.log.location.kind)
     log.info("listening on http://%s:%d (API docs at /schema/swagger)", settings.host, settings.port)
-    uvicorn.run(create_app(services), host=settings.host, port=settings.port, log_level="warning", lifespan="on")
+    uvicorn.run(
+        create_app(services), host=settings.host, port=settings.port, log_level="warning", lifespan="on",
+        timeout_graceful_shutdown=int(settings.stream.shutdown_grace_seconds) or None,
+    )
     return 0

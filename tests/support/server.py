@@ -49,7 +49,8 @@ class RunningServer:
         self.settings = settings
         self.services: Services = build_services(settings)
         self.app = create_app(self.services)
-        config = uvicorn.Config(self.app, host=settings.host, port=settings.port, log_level="warning", lifespan="on")
+        config = uvicorn.Config(self.app, host=settings.host, port=settings.port, log_level="warning", lifespan="on",
+                                timeout_graceful_shutdown=2)
         self.server = uvicorn.Server(config)
         self._task: asyncio.Task[None] | None = None
 
