@@ -13,8 +13,8 @@ import httpx
 import msgspec
 
 from engine.llm.types import (
+    CollectingProvider,
     Chunk,
-    Completion,
     CompletionRequest,
     Finished,
     LlmCancelled,
@@ -29,14 +29,13 @@ from engine.llm.types import (
     ToolCall,
     ToolCallReady,
     Usage,
-    collect,
 )
 
 T = TypeVar("T")
 _EXCERPT_CHARS = 300
 
 
-class OpenAIProvider:
+class OpenAIProvider(CollectingProvider):
     """Streams chat completions from `{base_url}/chat/completions`; one httpx client per instance."""
 
     def __init__(
@@ -55,12 +54,6 @@ class OpenAIProvider:
     async def aclose(self) -> None:
         """Close the HTTP client."""
         await self._client.aclose()
-
-    async def complete(
-        self, request: CompletionRequest, *, cancel: asyncio.Event | None = None
-    ) -> Completion:
-        """Return the whole answer (the stream, collected)."""
-        return await collect(self.stream(request, cancel=cancel))
 
     async def stream(
         self, request: CompletionRequest, *, cancel: asyncio.Event | None = None

@@ -11,9 +11,9 @@ from typing import Any, NamedTuple
 import msgspec
 
 from engine.llm.types import (
+    CollectingProvider,
     Chunk,
     ClarifyAsk,
-    Completion,
     CompletionRequest,
     Finished,
     LlmCancelled,
@@ -27,7 +27,6 @@ from engine.llm.types import (
     ToolCallReady,
     ToolProgress,
     Usage,
-    collect,
 )
 
 Step = dict[str, Any]
@@ -85,7 +84,7 @@ def _parse_turns(turns: Any, where: str) -> list[Turn]:
     return turns
 
 
-class ScriptedProvider:
+class ScriptedProvider(CollectingProvider):
     """Plays the next turn of the script on each `stream()` call; repeats the last turn when done.
 
     Each purpose ("node", "reformat", "planner") keeps its own cursor; a purpose without its
@@ -112,12 +111,6 @@ class ScriptedProvider:
         self._calls[purpose] = index + 1
         turns = self._turns.get(purpose) or self._turns["node"]
         return index + 1, turns[min(index, len(turns) - 1)]
-
-    async def complete(
-        self, request: CompletionRequest, *, cancel: asyncio.Event | None = None
-    ) -> Completion:
-        """Return the next turn, collected."""
-        return await collect(self.stream(request, cancel=cancel))
 
     async def stream(
         self, request: CompletionRequest, *, cancel: asyncio.Event | None = None

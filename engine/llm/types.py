@@ -182,6 +182,22 @@ class LlmProvider(Protocol):
         ...
 
 
+class CollectingProvider:
+    """Gives a streaming provider `complete()`: its own stream, collected."""
+
+    def stream(
+        self, request: CompletionRequest, *, cancel: asyncio.Event | None = None
+    ) -> AsyncIterator[Chunk]:
+        """Implemented by each provider."""
+        raise NotImplementedError
+
+    async def complete(
+        self, request: CompletionRequest, *, cancel: asyncio.Event | None = None
+    ) -> Completion:
+        """Return the whole answer (the stream, collected)."""
+        return await collect(self.stream(request, cancel=cancel))
+
+
 # ---- errors ------------------------------------------------------------------------
 
 
