@@ -13,6 +13,7 @@ from litestar.exceptions import (
     NotFoundException,
     ValidationException,
 )
+from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 
 from domain.errors import (
     ClarifyAlreadyAnswered,
@@ -23,8 +24,12 @@ from domain.errors import (
     RunAlreadyFinished,
     RunAlreadyStarted,
 )
+from domain.idempotency import IdempotencyKeyReused
 from engine.access import Unauthorized
+from engine.catalogue import WorkflowNotFound
 from engine.runs import RunNotFound
+from engine.workspace import UnsafePath
+from projections.visits import VisitNotFound
 
 log = logging.getLogger("flowtrail.api")
 
@@ -46,14 +51,19 @@ ERROR_TABLE: list[tuple[type[BaseException], int, str]] = [
     (Unauthorized, 401, "UNAUTHORIZED"),
     (NotAuthorizedException, 401, "UNAUTHORIZED"),
     (RunNotFound, 404, "RUN_NOT_FOUND"),
+    (WorkflowNotFound, 404, "WORKFLOW_NOT_FOUND"),
+    (VisitNotFound, 404, "NODE_NOT_FOUND"),
     (ClarifyNotFound, 404, "CLARIFY_NOT_FOUND"),
     (ClarifyAlreadyAnswered, 409, "CLARIFY_ALREADY_ANSWERED"),
     (RunAlreadyStarted, 409, "RUN_ALREADY_STARTED"),
     (RunAlreadyFinished, 410, "RUN_ALREADY_FINISHED"),
     (GraphInvalid, 400, "GRAPH_INVALID"),
+    (IdempotencyKeyReused, 409, "IDEMPOTENCY_KEY_REUSED"),
     (IllegalTransition, 409, "VALIDATION_FAILED"),
     (DomainError, 400, "VALIDATION_FAILED"),
     (ValidationException, 400, "VALIDATION_FAILED"),
+    (UnsafePath, 400, "VALIDATION_FAILED"),
+    (RequestEntityTooLarge, 413, "PAYLOAD_TOO_LARGE"),
     (NotFoundException, 404, "NOT_FOUND"),
     (MethodNotAllowedException, 405, "METHOD_NOT_ALLOWED"),
 ]
@@ -74,6 +84,12 @@ def classify(exc: BaseException) -> tuple[int, str, str]:
 def _message(exc: BaseException) -> str:
     if isinstance(exc, RunNotFound):
         return "run not found"
+    if isinstance(exc, WorkflowNotFound):
+        return f"workflow {str(exc)[:64]!r} not found"
+    if isinstance(exc, VisitNotFound):
+        return exc.message
+    if isinstance(exc, RequestEntityTooLarge):
+        return "the request body is over the size limit"
     if isinstance(exc, ValidationException):
         extra = exc.extra if isinstance(exc.extra, list) else []
         parts = [f"{e.get('key') or e.get('source')}: {e.get('message')}" for e in extra if isinstance(e, dict)]

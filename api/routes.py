@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 from api.audit import AuditController
+from api.clarify import ClarifyController
+from api.context import ContextQueryController
 from api.health import health
+from api.runs import RunController
 from api.streams import RunStreamController
+from api.workflows import WorkflowController
 
 CONTROLLERS: list[object] = [
     health,
     AuditController,
+    WorkflowController,
+    RunController,
     RunStreamController,
+    ClarifyController,
+    ContextQueryController,
 ]

@@ -4,21 +4,130 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from typing import Annotated, Any, AsyncIterator
 
+import msgspec
 from litestar import Controller, get
 from litestar.di import NamedDependency
-from litestar.params import FromPath, HeaderParameter
+from litestar.params import FromPath, HeaderParameter, QueryParameter
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
 from api.access import visible_run
 from api.errors import validation_failed
+from api.schemas import error_responses
 from engine.bootstrap import Services
 from engine.live import HotRun, encode_frame
 from engine.settings import ApiKey
-from projections.sse import render_all
+from projections.sse import TERMINAL_EVENTS, render_all
+from projections.visits import visit_snapshot
 
 KEEPALIVE = ServerSentEventMessage(comment="keep-alive", data=None)
+EVENT_TYPES = ("node_status", "node_stream", "visit_recorded", "planner_decision", "workflow_complete", "workflow_error")
+MAX_FILTER_VALUES = 100
+_encoder = msgspec.json.Encoder()
+
+
+class _NodeOf(msgspec.Struct):
+    """Just enough of a message's data to know which node it is about."""
+
+    nodeId: str | None = None  # noqa: N815 - the wire name
+    visit: dict[str, Any] | None = None
+
+
+_node_decoder = msgspec.json.Decoder(_NodeOf)
+
+
+@dataclass(frozen=True)
+class StreamFilter:
+    """Which messages a client asked for: by event type and by node (None: all).
+
+    Terminal events always pass, so a filtered stream still ends with its terminal event;
+    run-level events (planner_decision) pass the node filter.
+    """
+
+    types: frozenset[str] | None = None
+    nodes: frozenset[str] | None = None
+
+    @property
+    def active(self) -> bool:
+        """True when some messages may be left out."""
+        return self.types is not None or self.nodes is not None
+
+    def allows(self, event: str, data: bytes) -> bool:
+        """True when the message goes to the client."""
+        if event in TERMINAL_EVENTS:
+            return True
+        if self.types is not None and event not in self.types:
+            return False
+        if self.nodes is None or event == "planner_decision":
+            return True
+        about = _node_decoder.decode(data)
+        node = about.nodeId if about.nodeId is not None else (about.visit or {}).get("nodeId")
+        return node in self.nodes
+
+    def allows_frame(self, frame: bytes) -> bool:
+        """The same test on an encoded frame (`id:`, `event:`, `data:` lines)."""
+        event, data = "", b""
+        for line in frame.split(b"\r\n"):
+            if line.startswith(b"event: "):
+                event = line[7:].decode()
+            elif line.startswith(b"data: "):
+                data = line[6:]
+        return self.allows(event, data)
+
+    def keep(self, frames: list[bytes]) -> list[bytes]:
+        """The frames that pass."""
+        return frames if not self.active else [f for f in frames if self.allows_frame(f)]
+
+
+def _values(raw: str | None, what: str) -> frozenset[str] | None:
+    if raw is None or not raw.strip():
+        return None
+    values = frozenset(v.strip() for v in raw.split(",") if v.strip())
+    if len(values) > MAX_FILTER_VALUES:
+        raise validation_failed(f"{what} lists more than {MAX_FILTER_VALUES} values")
+    return values
+
+
+def parse_filter(types: str | None, nodes: str | None) -> StreamFilter:
+    """`types=node_status,node_stream` and `nodes=node-1,node-2` (comma-separated)."""
+    wanted = _values(types, "types")
+    unknown = sorted((wanted or frozenset()) - set(EVENT_TYPES))
+    if unknown:
+        raise validation_failed(f"unknown event type(s) {', '.join(unknown)[:200]}; expected some of {', '.join(EVENT_TYPES)}")
+    return StreamFilter(types=wanted, nodes=_values(nodes, "nodes"))
+
+
+def parse_flag(raw: str | None, name: str) -> bool:
+    """A boolean query parameter: true/false/1/0 (absent: false)."""
+    if raw is None or raw.strip() == "":
+        return False
+    value = raw.strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    raise validation_failed(f"{name} must be true or false, got {raw[:32]!r}")
+
+
+def snapshot_frame(hot: HotRun, only: StreamFilter) -> bytes:
+    """One `snapshot` message: the run's state and every visit so far; its id is the run's position."""
+    summary = hot.summary
+    visits = [
+        visit_snapshot(v) for v in hot.sse.index.in_order()
+        if only.nodes is None or v.node_id in only.nodes
+    ]
+    data = {
+        "runId": hot.run_id.hex,
+        "type": "snapshot",
+        "status": summary.external_status,
+        "cancelRequested": summary.cancel_requested,
+        "cancelled": summary.cancelled,
+        "currentPause": summary.current_pause,
+        "visits": visits,
+    }
+    return ServerSentEventMessage(data=_encoder.encode(data), event="snapshot", id=hot.version).encode()
 
 
 class FrameBatch(ServerSentEventMessage):
@@ -48,25 +157,41 @@ def parse_last_event_id(raw: str | None, last_position: int) -> int:
     return position
 
 
-async def stream_frames(services: Services, hot: HotRun, cursor: int) -> AsyncIterator[ServerSentEventMessage]:
-    """The run's messages after `cursor`: memory first, the store for what memory dropped."""
+async def stream_frames(
+    services: Services, hot: HotRun, cursor: int, *, only: StreamFilter = StreamFilter(), snapshot: bool = False,
+) -> AsyncIterator[ServerSentEventMessage]:
+    """The run's messages after `cursor`: memory first, the store for what memory dropped.
+
+    With `snapshot`, a `snapshot` message of the run as it is now comes first and the
+    stream goes on from there (plus the terminal message again, when the run has ended).
+    """
     keepalive = services.settings.stream.keepalive_seconds
     deadline = time.monotonic() + services.settings.stream.max_stream_seconds
     hot.watchers += 1
     try:
+        if snapshot:
+            first = [snapshot_frame(hot, only)]
+            cursor = hot.version
+            if hot.terminal_id is not None:
+                first += hot.frames_after(hot.terminal_id - 1, limit=1)[0]
+            yield FrameBatch(first)
         if not hot.covers(cursor):
             events = await services.runs.events(hot.run_id)
             messages = render_all(events, after=cursor)
             for start in range(0, len(messages), 1000):
                 part = messages[start:start + 1000]
-                yield FrameBatch([encode_frame(m) for m in part])
+                kept = [encode_frame(m) for m in part if only.allows(m.event, m.data)]
+                if kept:
+                    yield FrameBatch(kept)
                 cursor = part[-1].id
         while True:
             changed = hot.changed_event()
             frames, last = hot.frames_after(cursor)
             if frames:
                 cursor = last
-                yield FrameBatch(frames)
+                frames = only.keep(frames)
+                if frames:
+                    yield FrameBatch(frames)
                 continue
             if hot.terminal_id is not None and cursor >= hot.terminal_id or time.monotonic() >= deadline:
                 return
@@ -89,6 +214,7 @@ class RunStreamController(Controller):
         operation_id="streamRun",
         summary="Follow a run over SSE; resume with Last-Event-ID",
         media_type="text/event-stream",
+        responses=error_responses(400, 404),
     )
     async def stream(
         self,
@@ -97,10 +223,22 @@ class RunStreamController(Controller):
         caller: NamedDependency[ApiKey],
         services: NamedDependency[Services],
         last_event_id: Annotated[str | None, HeaderParameter(name="Last-Event-ID", required=False)] = None,
+        snapshot: Annotated[str | None, QueryParameter(
+            required=False, description="true: first send a `snapshot` message with the state of every visit "
+            "(ignored with Last-Event-ID)")] = None,
+        types: Annotated[str | None, QueryParameter(
+            required=False, description="comma-separated event types to send (terminal events always come)")] = None,
+        nodes: Annotated[str | None, QueryParameter(
+            required=False, description="comma-separated node ids whose events to send")] = None,
     ) -> ServerSentEvent:
         """Every run event clients see, once, in order; ends after the terminal event."""
         hot = await visible_run(services, caller, run_id, workflow_name)
         cursor = parse_last_event_id(last_event_id, hot.version)
-        return ServerSentEvent(stream_frames(services, hot, cursor), headers={"X-Accel-Buffering": "no"})
+        only = parse_filter(types, nodes)
+        wants_snapshot = parse_flag(snapshot, "snapshot") and not (last_event_id or "").strip()
+        return ServerSentEvent(
+            stream_frames(services, hot, cursor, only=only, snapshot=wants_snapshot),
+            headers={"X-Accel-Buffering": "no"},
+        )
 
 

@@ -116,6 +116,8 @@ class ClarifyRequested(RunEvent, frozen=True, tag="ClarifyRequested"):
     node_id: str
     question: str
     choices: tuple[str, ...] = ()
+    turn: int = 0
+    """How many model turns the visit had played when it asked (it resumes after them)."""
 
 
 class ClarifyAnswered(RunEvent, frozen=True, tag="ClarifyAnswered"):

@@ -71,6 +71,8 @@ class Run(msgspec.Struct, frozen=True):
     asked_clarify_ids: frozenset[str] = frozenset()
     answered_clarify_ids: frozenset[str] = frozenset()
     cancel_requested: bool = False
+    visit_count: int = 0
+    """Visits started or skipped so far; the next one's sortOrder is this plus one."""
 
 
 def _next(run: Run, at: datetime) -> dict[str, Any]:
@@ -156,6 +158,18 @@ def fail_visit(
     return ev.VisitFailed(**_next(run, at), visit_uuid=visit_uuid, node_id=node_id, error=error, output=output)
 
 
+def abandon_paused_visit(
+    run: Run, at: datetime, *, visit_uuid: str, node_id: str, error: str, output: dict[str, Any] | None = None,
+) -> ev.VisitFailed:
+    """Fail the open visit of a paused run that ends without its answer (e.g. at its time limit)."""
+    _check_not_finished(run, "abandon a visit")
+    if run.status is not RunStatus.PAUSED or visit_uuid not in run.open_visits:
+        raise IllegalTransition(
+            f"visit {visit_uuid} is not waiting in a paused run {run.id.hex}", run_id=run.id.hex, visit_uuid=visit_uuid
+        )
+    return ev.VisitFailed(**_next(run, at), visit_uuid=visit_uuid, node_id=node_id, error=error, output=output)
+
+
 def skip_visit(run: Run, at: datetime, **fields: Any) -> ev.VisitSkipped:
     """Record a node that a branch condition excluded."""
     _check_executing(run, "skip a node")
@@ -180,7 +194,7 @@ def decide_next(
 
 def request_clarify(
     run: Run, at: datetime, *, clarify_id: str, visit_uuid: str, node_id: str, question: str,
-    choices: tuple[str, ...] = (),
+    choices: tuple[str, ...] = (), turn: int = 0,
 ) -> ev.ClarifyRequested:
     """Pause the run with a question."""
     _check_open_visit(run, visit_uuid, "ask a question")
@@ -190,7 +204,7 @@ def request_clarify(
         raise IllegalTransition(f"clarify {clarify_id} was already asked", run_id=run.id.hex)
     return ev.ClarifyRequested(
         **_next(run, at), clarify_id=clarify_id, visit_uuid=visit_uuid, node_id=node_id,
-        question=question, choices=tuple(choices),
+        question=question, choices=tuple(choices), turn=turn,
     )
 
 
@@ -246,7 +260,14 @@ def _(event: ev.RunStarted, run: Run) -> Run:
 
 @_mutate.register
 def _(event: ev.VisitStarted, run: Run) -> Run:
-    return msgspec.structs.replace(run, open_visits=run.open_visits | {event.visit_uuid})
+    return msgspec.structs.replace(
+        run, open_visits=run.open_visits | {event.visit_uuid}, visit_count=run.visit_count + 1
+    )
+
+
+@_mutate.register
+def _(event: ev.VisitSkipped, run: Run) -> Run:
+    return msgspec.structs.replace(run, visit_count=run.visit_count + 1)
 
 
 @_mutate.register(ev.VisitCompleted)

@@ -12,6 +12,8 @@ from typing import Any
 from engine.access import KeyRing
 from engine.aio import AsyncLog
 from engine.catalogue import DEMO_DIR, Catalogue
+from engine.context.tokens import ContextTokens
+from engine.execution import Engine
 from engine.live import LiveHub
 from engine.runs import RunService
 from engine.settings import Settings
@@ -49,6 +51,9 @@ class Services:
         if self.tail is not None:
             await self.tail.start()
         self._sweeper = asyncio.create_task(self._sweep(), name="flowtrail-hot-sweeper")
+        if self.engine is not None:
+            await self.engine.recover()
+        self.tokens.start()
 
     async def _sweep(self) -> None:
         interval = max(1.0, min(60.0, self.settings.stream.hot_retention_seconds / 4))
@@ -62,6 +67,9 @@ class Services:
             self._sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sweeper
+        if self.engine is not None:
+            await self.engine.close()
+        await self.tokens.close()
         await self.runs.close()
         if self.tail is not None:
             await self.tail.close()
@@ -82,7 +90,10 @@ def build_services(settings: Settings) -> Services:
     tail = None
     if location.kind == "postgres":
         tail = PostgresTail(location, event_log.mapper, wanted=hub.is_hot, deliver=hub.publish)
-    return Services(
+    services = Services(
         settings=settings, log=alog, hub=hub, runs=runs, keys=KeyRing(settings.api_keys),
         catalogue=Catalogue(alog), workspace=Workspace(settings.workspaces_dir), tail=tail,
+        tokens=ContextTokens(settings.context),
     )
+    services.engine = Engine(services)
+    return services

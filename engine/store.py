@@ -17,6 +17,7 @@ from eventsourcing.persistence import IntegrityError
 
 from domain.catalogue import CATALOGUE_EVENT_TYPES
 from domain.events import RUN_EVENT_TYPES
+from domain.idempotency import IDEMPOTENCY_EVENT_TYPES
 from engine.mapper import MsgspecMapper
 
 APP_NAME = "flowtrail"
@@ -118,7 +119,7 @@ class FlowtrailApplication(Application):  # type: ignore[type-arg]
 
     def construct_mapper(self) -> MsgspecMapper:
         """Our mapper: tags as topics, msgspec JSON as state."""
-        return MsgspecMapper([*RUN_EVENT_TYPES, *CATALOGUE_EVENT_TYPES])
+        return MsgspecMapper([*RUN_EVENT_TYPES, *CATALOGUE_EVENT_TYPES, *IDEMPOTENCY_EVENT_TYPES])
 
 
 class EventLog:

@@ -1,0 +1,96 @@
+"""/api/v1/runs/{runId}/resume and /state: the AskFor contract (no workflow segment; runIds are global).
+
+Checks, in order: 400 malformed runId or body; 404 RUN_NOT_FOUND (absent or outside the
+key's scope); 409 CLARIFY_ALREADY_ANSWERED (the clarifyId was answered before: idempotent
+success, the first answer stands); 410 RUN_ALREADY_FINISHED; 404 CLARIFY_NOT_FOUND
+(not asked in this run, or the run has not started).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from litestar import Controller, Request, get, post
+
+from litestar.di import NamedDependency
+from litestar.params import FromPath
+
+from api.access import parse_run_id, visible_run
+from api.envelope import Envelope, ok
+from api.errors import validation_failed
+from api.schemas import ResumeRequest, ResumeResult, RunState, documented_body, error_responses, inline_schema
+from api.uploads import read_json_body
+from api.views import require_engine, state_view
+from domain.errors import ClarifyAlreadyAnswered, ClarifyNotFound, RunAlreadyFinished
+from engine.bootstrap import Services
+from engine.settings import ApiKey
+from projections.summary import RunSummary
+
+MAX_RESUME_BYTES = 128 * 1024
+
+
+def decode_resume(raw: bytes) -> ResumeRequest:
+    """`{clarifyId, answer}`; a missing or malformed body is a 400."""
+    if not raw.strip():
+        raise validation_failed("the request body is required: {\"clarifyId\": \"...\", \"answer\": \"...\"}")
+    try:
+        return msgspec.json.decode(raw, type=ResumeRequest)
+    except msgspec.ValidationError as exc:
+        raise validation_failed(f"invalid request: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise validation_failed(f"the request is not valid JSON: {exc}") from None
+
+
+def check_answerable(summary: RunSummary, clarify_id: str) -> None:
+    """Refuse, with the seed's codes, an answer the run cannot take."""
+    run_id = summary.run_id or ""
+    if clarify_id in summary.answered_clarify_ids:
+        raise ClarifyAlreadyAnswered(
+            f"clarify {clarify_id} was already answered; the first answer stands", run_id=run_id, clarify_id=clarify_id
+        )
+    if summary.status.is_terminal:
+        raise RunAlreadyFinished(f"run {run_id} has already finished ({summary.external_status})", run_id=run_id)
+    if clarify_id not in summary.asked_clarify_ids:
+        raise ClarifyNotFound(f"run {run_id} has no question {clarify_id[:128]!r}", run_id=run_id, clarify_id=clarify_id)
+
+
+class ClarifyController(Controller):
+    """Answer a run's question and restore the question panel after a reconnect."""
+
+    path = "/api/v1/runs/{run_id:str}"
+    tags = ["askfor"]
+
+    @post(
+        "/resume",
+        operation_id="resumeRun",
+        summary="Answer the run's AskFor question",
+        description="409 CLARIFY_ALREADY_ANSWERED is idempotent success: the question had been answered before.",
+        operation_class=documented_body({"application/json": {"schema": inline_schema(ResumeRequest)}}),
+        status_code=200,
+        responses=error_responses(400, 404, 409, 410, 503),
+    )
+    async def resume(
+        self, request: Request[Any, Any, Any], run_id: FromPath[str],
+        caller: NamedDependency[ApiKey], services: NamedDependency[Services],
+    ) -> Envelope[ResumeResult]:
+        """Store the answer; `accepted` says whether the paused run took it up at once."""
+        parse_run_id(run_id)
+        answer = decode_resume(await read_json_body(request, MAX_RESUME_BYTES))
+        hot = await visible_run(services, caller, run_id, None)
+        check_answerable(hot.summary, answer.clarify_id)
+        accepted = await require_engine(services).answer(hot.run_id, answer.clarify_id, answer.answer)
+        return ok(ResumeResult(accepted=bool(accepted), run_id=hot.run_id.hex, clarify_id=answer.clarify_id))
+
+    @get(
+        "/state",
+        operation_id="getRunState",
+        summary="The run's status and current AskFor pause",
+        responses=error_responses(400, 404),
+    )
+    async def state(
+        self, run_id: FromPath[str], caller: NamedDependency[ApiKey], services: NamedDependency[Services],
+    ) -> Envelope[RunState]:
+        """`{runId, status, currentPause}`; `choices` is an array, `createdAt` ISO_LOCAL_DATE_TIME."""
+        hot = await visible_run(services, caller, run_id, None)
+        return ok(state_view(hot.summary))

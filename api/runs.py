@@ -1,0 +1,292 @@
+"""/api/v1/workflows/{workflowName}/runs: create, start, read, node logs, workspace zip, cancel.
+
+Every handler checks the caller's key first and the run's visibility to that key next;
+request bodies are read by hand after that, so an unknown key never gets past a 401.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+from typing import Annotated, Any
+from uuid import UUID, uuid4
+
+from litestar import Controller, Request, Response, get, post
+from litestar.di import NamedDependency
+from litestar.params import FromPath, HeaderParameter
+from litestar.response import ServerSentEvent, Stream
+
+from api.access import visible_run
+from api.downloads import zip_chunks
+from api.envelope import Envelope, ok
+from api.idempotency import idempotent_request
+from api.schemas import (
+    CancelResult,
+    CreatedRun,
+    CreateRunRequest,
+    also_ok_as_replay_or_stream,
+    LogEntry,
+    RunView,
+    StartedRun,
+    documented_body,
+    error_responses,
+    inline_schema,
+)
+from api.streams import parse_last_event_id, stream_frames
+from api.uploads import CreateBody, read_create_body
+from api.views import created_view, require_engine, run_view, started_view
+from api.workflows import visible_workflow
+from domain.catalogue import WorkflowEntry
+from domain.errors import RunAlreadyFinished, RunAlreadyStarted
+from domain.idempotency import check_key
+from engine.bootstrap import Services
+from engine.catalogue import WorkflowNotFound
+from engine.idempotency import Creation, IdempotentRequest, RunCreator
+from engine.live import HotRun
+from engine.settings import ApiKey
+from projections.visits import VisitNotFound, node_logs
+
+CREATE_BODY = documented_body({
+    "application/json": {"schema": inline_schema(CreateRunRequest)},
+    "multipart/form-data": {
+        "schema": {
+            "type": "object",
+            "properties": {
+                "payload": {**inline_schema(CreateRunRequest), "description": "the JSON request"},
+                "files": {
+                    "type": "array",
+                    "items": {"type": "string", "format": "binary"},
+                    "description": "files for the run's workspace; per-part header X-Relative-Path keeps directories",
+                },
+            },
+        },
+        "encoding": {"payload": {"contentType": "application/json"}},
+    },
+}, required=False, adjust=also_ok_as_replay_or_stream)
+
+IDEMPOTENCY_HEADER = HeaderParameter(
+    name="Idempotency-Key", required=False,
+    description="repeat a creation safely: the same key with the same request returns the original run",
+)
+
+
+class EventStreamAnswer(ServerSentEvent):
+    """An SSE answer from a JSON route: keeps `text/event-stream` over the route's media type."""
+
+    def to_asgi_response(self, *args: Any, **kwargs: Any) -> Any:
+        """The streaming response, with this response's own media type."""
+        kwargs["media_type"] = None
+        return super().to_asgi_response(*args, **kwargs)
+
+
+async def remove_dir(path: Path) -> None:
+    """Delete a directory tree off the event loop (missing is fine)."""
+    await asyncio.to_thread(shutil.rmtree, path, True)
+
+
+def run_fields(entry: WorkflowEntry, body: CreateBody, caller: ApiKey) -> dict[str, Any]:
+    """The RunCreated facts of a creation request."""
+    return {
+        "workflow_id": entry.workflow_id,
+        "workflow_name": entry.name,
+        "workflow_version": entry.version,
+        "display_name": entry.definition.display_name,
+        "mode": entry.definition.mode,
+        "variables": body.request.variables,
+        "uploaded_files": tuple(f.path for f in body.files),
+        "ttl_hours": body.request.ttl_hours,
+        "caller_key_id": caller.key_id(),
+    }
+
+
+async def create_run(
+    services: Services, entry: WorkflowEntry, body: CreateBody, caller: ApiKey, run_id: UUID,
+    idempotency: IdempotentRequest | None,
+) -> Creation:
+    """A new run, or the original run of a repeated idempotent request."""
+    creator = RunCreator(services.log, services.hub)
+    if idempotency is not None:
+        existing = await creator.existing(idempotency)
+        if existing is not None:
+            return Creation(existing, True)
+    return await creator.create(run_id, run_fields(entry, body, caller), idempotency)
+
+
+async def start_quietly(engine: Any, run_id: UUID) -> None:
+    """Start a run unless it already was (a repeated blocking creation re-attaches)."""
+    try:
+        await engine.start(run_id)
+    except (RunAlreadyStarted, RunAlreadyFinished):
+        pass
+
+
+def node_known(services: Services, hot: HotRun, node_id: str) -> bool:
+    """True when the run's workflow version has a node with this id."""
+    summary = hot.summary
+    try:
+        entry = services.catalogue.version(summary.workflow_name, summary.workflow_version or 0)
+    except WorkflowNotFound:
+        return False
+    return any(node.id == node_id for node in entry.definition.nodes)
+
+
+class RunController(Controller):
+    """Runs of one workflow."""
+
+    path = "/api/v1/workflows/{workflow_name:str}/runs"
+    tags = ["runs"]
+
+    @post(
+        operation_id="createRun",
+        summary="Create a run (JSON, or multipart with a payload part and files parts)",
+        description=(
+            "`async: true` (default) creates the run and answers 201 with its links; `async: false` starts it "
+            "at once and answers with its SSE stream. With `Idempotency-Key`, a repeat of the same request by "
+            "the same key answers 200 with the original run; a different request is 409 IDEMPOTENCY_KEY_REUSED."
+        ),
+        operation_class=CREATE_BODY,
+        request_max_body_size=None,
+        status_code=201,
+        responses=error_responses(400, 404, 409, 413, 415, 503),
+    )
+    async def create(
+        self,
+        request: Request[Any, Any, Any],
+        workflow_name: FromPath[str],
+        caller: NamedDependency[ApiKey],
+        services: NamedDependency[Services],
+        idempotency_key: Annotated[str | None, IDEMPOTENCY_HEADER] = None,
+        last_event_id: Annotated[str | None, HeaderParameter(name="Last-Event-ID", required=False)] = None,
+    ) -> Envelope[CreatedRun]:
+        """Create a run of the workflow, optionally with files, optionally starting it at once."""
+        entry = visible_workflow(services, caller, workflow_name)
+        key = check_key(idempotency_key) if idempotency_key is not None else None
+        run_id = uuid4()
+        run_dir = services.workspace.path_for(run_id)
+        try:
+            body = await read_create_body(request, run_dir, services.settings.uploads)
+            if not body.request.run_async:
+                require_engine(services)
+            idempotency = idempotent_request(key, caller, entry, body)
+            creation = await create_run(services, entry, body, caller, run_id, idempotency)
+        except BaseException:
+            await remove_dir(run_dir)
+            raise
+        if creation.replayed:
+            await remove_dir(run_dir)
+        hot = await services.runs.hot(creation.run_id)
+        if not body.request.run_async:
+            return await self._start_and_stream(services, hot, creation, last_event_id)  # type: ignore[return-value]
+        status = 200 if creation.replayed else 201
+        headers = {"Idempotent-Replayed": "true"} if creation.replayed else {}
+        return Response(ok(created_view(hot.summary)), status_code=status, headers=headers)  # type: ignore[return-value]
+
+    async def _start_and_stream(
+        self, services: Services, hot: HotRun, creation: Creation, last_event_id: str | None
+    ) -> EventStreamAnswer:
+        engine = require_engine(services)
+        if creation.replayed:
+            await start_quietly(engine, creation.run_id)
+        else:
+            await engine.start(creation.run_id)
+        cursor = parse_last_event_id(last_event_id, hot.version) if creation.replayed else 0
+        headers = {"X-Accel-Buffering": "no", "X-Run-Id": creation.run_id.hex}
+        return EventStreamAnswer(stream_frames(services, hot, cursor), headers=headers, status_code=200)
+
+    @post(
+        "/{run_id:str}/start",
+        operation_id="startRun",
+        summary="Start a created run",
+        status_code=200,
+        responses=error_responses(400, 404, 409, 410, 503),
+    )
+    async def start(
+        self, workflow_name: FromPath[str], run_id: FromPath[str],
+        caller: NamedDependency[ApiKey], services: NamedDependency[Services],
+    ) -> Envelope[StartedRun]:
+        """Start the run; a second start is 409 RUN_ALREADY_STARTED."""
+        hot = await visible_run(services, caller, run_id, workflow_name)
+        summary = hot.summary
+        if summary.started_at is not None:
+            raise RunAlreadyStarted(f"run {summary.run_id} was already started", run_id=summary.run_id)
+        await require_engine(services).start(hot.run_id)
+        return ok(started_view(hot.summary))
+
+    @get(
+        "/{run_id:str}",
+        operation_id="getRun",
+        summary="A run's status, outputs, nodes and workspace",
+        responses=error_responses(400, 404),
+    )
+    async def get_run(
+        self, workflow_name: FromPath[str], run_id: FromPath[str],
+        caller: NamedDependency[ApiKey], services: NamedDependency[Services],
+    ) -> Envelope[RunView]:
+        """The persisted result of a run, in the seed's shape."""
+        hot = await visible_run(services, caller, run_id, workflow_name)
+        files, size = await asyncio.to_thread(services.workspace.stats, hot.run_id)
+        return ok(run_view(hot, files, size))
+
+    @get(
+        "/{run_id:str}/nodes/{node_id:str}/logs",
+        operation_id="getNodeLogs",
+        summary="A node's persisted logs, over all its visits",
+        responses=error_responses(400, 404),
+    )
+    async def node_logs(
+        self, workflow_name: FromPath[str], run_id: FromPath[str], node_id: FromPath[str],
+        caller: NamedDependency[ApiKey], services: NamedDependency[Services],
+    ) -> Envelope[list[LogEntry]]:
+        """`{type, message, detail, timestamp}` entries; a node not visited yet has none."""
+        hot = await visible_run(services, caller, run_id, workflow_name)
+        try:
+            return ok(node_logs(hot.sse.index, node_id))
+        except VisitNotFound:
+            if node_known(services, hot, node_id):
+                return ok([])
+            raise VisitNotFound(f"run {hot.run_id.hex} has no node {node_id[:64]!r}") from None
+
+    @get(
+        "/{run_id:str}/workspace",
+        operation_id="downloadWorkspace",
+        summary="The run's workspace as a zip (binary, streamed)",
+        media_type="application/zip",
+        responses=error_responses(400, 404),
+    )
+    async def workspace(
+        self, workflow_name: FromPath[str], run_id: FromPath[str],
+        caller: NamedDependency[ApiKey], services: NamedDependency[Services],
+    ) -> Stream:
+        """Every file of the run's workspace, zipped on the fly."""
+        hot = await visible_run(services, caller, run_id, workflow_name)
+        name = f"{hot.summary.workflow_name}-{hot.run_id.hex}.zip"
+        return Stream(
+            zip_chunks(services.workspace.path_for(hot.run_id)),
+            media_type="application/zip",
+            headers={"Content-Disposition": f'attachment; filename="{name}"', "X-Accel-Buffering": "no"},
+        )
+
+    @post(
+        "/{run_id:str}/cancel",
+        operation_id="cancelRun",
+        summary="Ask for a run to be cancelled",
+        description=(
+            "outcome REQUESTED (recorded now; `cancelled` becomes true when the engine has stopped the run), "
+            "ALREADY_REQUESTED, or ALREADY_FINISHED (nothing to cancel)."
+        ),
+        status_code=200,
+        responses=error_responses(400, 404, 503),
+    )
+    async def cancel(
+        self, workflow_name: FromPath[str], run_id: FromPath[str],
+        caller: NamedDependency[ApiKey], services: NamedDependency[Services],
+    ) -> Envelope[CancelResult]:
+        """Request a cancel; `cancelRequested` and `cancelled` are reported as separate facts."""
+        hot = await visible_run(services, caller, run_id, workflow_name)
+        outcome = str(await require_engine(services).cancel(hot.run_id))
+        summary = hot.summary
+        return ok(CancelResult(
+            run_id=hot.run_id.hex, outcome=outcome.upper(), status=summary.external_status,
+            cancel_requested=summary.cancel_requested, cancelled=summary.cancelled,
+        ))

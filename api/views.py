@@ -1,0 +1,105 @@
+"""Response bodies built from a run's projections (links use the workflow's kebab-case name)."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from api.errors import ApiError
+from api.schemas import CreatedRun, NodeView, PauseView, RunLinks, RunState, RunView, StartedRun, WorkspaceView
+from engine.bootstrap import Services
+from engine.live import HotRun
+from projections.logs import iso_utc
+from projections.summary import RunSummary, node_list
+
+API = "/api/v1"
+
+
+def run_path(summary: RunSummary) -> str:
+    """`/api/v1/workflows/{workflowName}/runs/{runId}`."""
+    return f"{API}/workflows/{quote(summary.workflow_name, safe='')}/runs/{summary.run_id}"
+
+
+def run_links(summary: RunSummary) -> RunLinks:
+    """The seed's four links."""
+    base = run_path(summary)
+    return RunLinks(start=f"{base}/start", stream=f"{base}/stream", result=base, workspace=f"{base}/workspace")
+
+
+def created_view(summary: RunSummary) -> CreatedRun:
+    """The answer to run creation."""
+    return CreatedRun(
+        run_id=summary.run_id or "",
+        workflow_id=summary.workflow_id or 0,
+        workflow_name=summary.workflow_name,
+        display_name=summary.display_name,
+        status=summary.external_status,
+        created_at=iso_utc(summary.created_at) or "",
+        links=run_links(summary),
+    )
+
+
+def started_view(summary: RunSummary) -> StartedRun:
+    """The answer to a start: the run is RUNNING from here on."""
+    return StartedRun(
+        run_id=summary.run_id or "",
+        workflow_id=summary.workflow_id or 0,
+        workflow_name=summary.workflow_name,
+        display_name=summary.display_name,
+        status="RUNNING",
+        started_at=iso_utc(summary.started_at),
+        links=run_links(summary),
+    )
+
+
+def run_view(hot: HotRun, file_count: int, total_bytes: int) -> RunView:
+    """`GET run`: status, times, outputs, nodes and workspace."""
+    summary = hot.summary
+    base = run_path(summary)
+    nodes = [
+        NodeView(**_snake(node), logs_url=f"{base}/nodes/{quote(node['nodeId'], safe='')}/logs")
+        for node in node_list(hot.sse.index)
+    ]
+    return RunView(
+        run_id=summary.run_id or "",
+        workflow_id=summary.workflow_id or 0,
+        workflow_name=summary.workflow_name,
+        display_name=summary.display_name,
+        status=summary.external_status,
+        created_at=iso_utc(summary.created_at),
+        started_at=iso_utc(summary.started_at),
+        completed_at=iso_utc(summary.completed_at),
+        error=summary.error,
+        outputs=summary.outputs,
+        nodes=nodes,
+        workspace=WorkspaceView(file_count=file_count, total_bytes=total_bytes, download_url=f"{base}/workspace"),
+        cancel_requested=summary.cancel_requested,
+        cancelled=summary.cancelled,
+    )
+
+
+def state_view(summary: RunSummary) -> RunState:
+    """`GET state`: `{runId, status, currentPause}`."""
+    pause = summary.current_pause
+    return RunState(
+        run_id=summary.run_id or "",
+        status=summary.external_status,
+        current_pause=PauseView(**_snake(pause)) if pause is not None else None,
+    )
+
+
+def require_engine(services: Services) -> Any:
+    """The engine that executes runs; 503 when this server has none."""
+    if services.engine is None:
+        raise ApiError(503, "ENGINE_UNAVAILABLE", "this server does not execute runs; try again later")
+    return services.engine
+
+
+_SNAKE = {
+    "nodeId": "node_id", "nodeType": "node_type", "logsCount": "logs_count",
+    "clarifyId": "clarify_id", "createdAt": "created_at",
+}
+
+
+def _snake(view: dict[str, Any]) -> dict[str, Any]:
+    return {_SNAKE.get(key, key): value for key, value in view.items()}

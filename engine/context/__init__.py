@@ -1,0 +1,1 @@
+"""The internal context query: tokens, the views a visit may read, and the agent's tools."""

@@ -1,0 +1,338 @@
+"""The agent's three context tools, calling /internal/context/* over loopback HTTP (seed §5, §9).
+
+A toolbox belongs to one visit: it holds that visit's token, reads only whitelisted fields
+of each answer, clips single values over 100 KB, gives up after at most one retry, discards
+answers carrying Set-Cookie or Location, and stops answering after the per-visit call cap.
+Tool results are JSON text for the model; failures are `{"error": ...}`, never exceptions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+from uuid import UUID
+
+import httpx
+import msgspec
+
+from engine.llm.types import ToolSpec
+
+if TYPE_CHECKING:
+    from engine.bootstrap import Services
+
+log = logging.getLogger("flowtrail.context.tools")
+
+MAX_TIMEOUT_SECONDS = 5.0
+RETRY_BACKOFF_SECONDS = 0.2
+MAX_VALUE_BYTES = 100 * 1024
+MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+MAX_PATHS = 100
+TOKEN_HEADER = "X-Context-Token"
+_RETRY_STATUSES = frozenset({500, 502, 504})
+_FORBIDDEN_HEADERS = ("set-cookie", "location")
+_KINDS = ("THINKING", "TOOL_CALLS", "TODO", "ALL")
+
+PATHS, OUTPUT, META = "get_predecessor_paths", "get_node_output", "get_node_meta"
+
+_encoder = msgspec.json.Encoder()
+
+SPECS = (
+    ToolSpec(
+        name=PATHS,
+        description=(
+            "List every chain of earlier visits in this run that led to the current step, oldest first, "
+            "with back-edges (revisits) marked. Results may be truncated: at most 100 paths are returned, "
+            "and when `truncated` is true ask about a specific node with get_node_output or get_node_meta."
+        ),
+        parameters={"type": "object", "properties": {}, "additionalProperties": False},
+    ),
+    ToolSpec(
+        name=OUTPUT,
+        description=(
+            "Read the output of an earlier visit of a node in this run: its whole `data`, or one field of it. "
+            "Without iter_seq the node's last earlier visit is read."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "node_id": {"type": "string", "description": "The node whose output to read."},
+                "field": {"type": ["string", "null"], "description": "One field of the output data; omit for all."},
+                "iter_seq": {"type": ["integer", "null"], "minimum": 1,
+                             "description": "Which visit of the node (1 = first); omit for the last."},
+            },
+            "required": ["node_id"],
+            "additionalProperties": False,
+        },
+    ),
+    ToolSpec(
+        name=META,
+        description=(
+            "Read what an earlier visit did on the way: its thinking, its tool calls, its last TODO list, "
+            "or all of them with the raw log. Name the visit by visit_uuid, or by node_id and iter_seq."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "node_id": {"type": ["string", "null"], "description": "The node (used when visit_uuid is omitted)."},
+                "visit_uuid": {"type": ["string", "null"], "description": "One exact visit; wins over node_id."},
+                "kind": {"type": "string", "enum": list(_KINDS), "default": "ALL"},
+                "iter_seq": {"type": ["integer", "null"], "minimum": 1,
+                             "description": "Which visit of the node (1 = first); omit for the last."},
+            },
+            "additionalProperties": False,
+        },
+    ),
+)
+
+# Whitelisted fields of each answer's `data`, and of the items of its lists.
+_FIELDS = {
+    PATHS: ("visitUuids", "nodeIds", "paths", "backtrackEdgeKeys", "truncated"),
+    OUTPUT: ("nodeId", "iterSeq", "visitUuid", "status", "message", "data", "requestedField"),
+    META: ("nodeId", "iterSeq", "visitUuid", "thinking", "toolCalls", "todoList", "logs"),
+}
+_ITEM_FIELDS = {
+    "paths": ("sequence", "visitUuids", "hasBacktrack"),
+    "toolCalls": ("tool", "args", "result"),
+    "logs": ("type", "timestamp", "message", "detail"),
+}
+_ENDPOINTS = {PATHS: "/internal/context/path", OUTPUT: "/internal/context/output", META: "/internal/context/meta"}
+
+
+class ToolFailure(Exception):
+    """A tool call that ends as `{"error": message}` for the model."""
+
+
+def is_loopback_url(url: str) -> bool:
+    """True for an http(s) URL whose host is localhost or a loopback address."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return False
+    if parts.hostname == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(parts.hostname).is_loopback
+    except ValueError:
+        return False
+
+
+def masked(token: str) -> str:
+    """The first 4 characters of a token and `***`: the most of it that may ever be shown."""
+    return token[:4] + "***"
+
+
+def clip(value: Any, limit: int = MAX_VALUE_BYTES) -> tuple[Any, bool]:
+    """The value with strings cut to `limit` bytes, lists cut to fit `limit`, objects over it as cut JSON text."""
+    if isinstance(value, str):
+        raw = value.encode()
+        if len(raw) <= limit:
+            return value, False
+        return raw[:limit].decode(errors="ignore"), True
+    if isinstance(value, list):
+        kept, size, cut = [], 2, False
+        for item in value:
+            item, item_cut = clip(item, limit)
+            cut = cut or item_cut
+            size += len(_encoder.encode(item)) + 1
+            if size > limit:
+                return kept, True
+            kept.append(item)
+        return kept, cut
+    if isinstance(value, dict):
+        clipped, cut = {}, False
+        for key, item in value.items():
+            clipped[key], item_cut = clip(item, limit)
+            cut = cut or item_cut
+        if len(_encoder.encode(clipped)) > limit:
+            return clip(_encoder.encode(clipped).decode(), limit)[0], True
+        return clipped, cut
+    return value, False
+
+
+def _whitelisted(tool: str, data: dict[str, Any]) -> dict[str, Any]:
+    """Only the fields the tool knows, list items reduced to theirs, every value clipped."""
+    result: dict[str, Any] = {}
+    cut_fields = []
+    for name in _FIELDS[tool]:
+        if name not in data:
+            continue
+        value = data[name]
+        item_fields = _ITEM_FIELDS.get(name)
+        if item_fields is not None and isinstance(value, list):
+            value = [{k: item[k] for k in item_fields if k in item} for item in value if isinstance(item, dict)]
+        result[name], cut = clip(value)
+        if cut:
+            cut_fields.append(name)
+    if cut_fields:
+        result["truncated"] = True
+        result["truncatedFields"] = cut_fields
+    if tool == PATHS and (len(result.get("paths") or ()) >= MAX_PATHS or result.get("truncated")):
+        result["note"] = "results may be truncated: query a specific node with get_node_output or get_node_meta"
+    return result
+
+
+def _optional_str(arguments: dict[str, Any], name: str) -> str | None:
+    value = arguments.get(name)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ToolFailure(f"{name} must be a string")
+    return value
+
+
+def _iter_seq(arguments: dict[str, Any]) -> int | None:
+    value = arguments.get("iter_seq")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ToolFailure("iter_seq must be a whole number >= 1")
+    return value
+
+
+class ContextToolbox:
+    """One visit's three context tools; close it with `await aclose()` when the visit ends."""
+
+    names = frozenset(_ENDPOINTS)
+
+    def __init__(
+        self, *, base_url: str, run_id: UUID, visit_uuid: str, token: str,
+        timeout_seconds: float = MAX_TIMEOUT_SECONDS, max_calls: int = 50,
+        retry_backoff_seconds: float = RETRY_BACKOFF_SECONDS,
+    ) -> None:
+        if not is_loopback_url(base_url):
+            raise ValueError("context tools only call a loopback base URL")
+        self.run_id, self.visit_uuid = run_id, visit_uuid
+        self.max_calls = max_calls
+        self.calls = 0
+        self.retry_backoff_seconds = retry_backoff_seconds
+        self._token_hint = masked(token)
+        self._client = httpx.AsyncClient(
+            base_url=base_url, follow_redirects=False, trust_env=False,
+            timeout=httpx.Timeout(min(timeout_seconds, MAX_TIMEOUT_SECONDS)),
+            headers={TOKEN_HEADER: token, "Content-Type": "application/json", "Accept": "application/json"},
+        )
+
+    def __repr__(self) -> str:
+        return f"ContextToolbox(run={self.run_id.hex}, visit={self.visit_uuid}, token={self._token_hint})"
+
+    def specs(self) -> list[ToolSpec]:
+        """The three tools, for the model's request."""
+        return list(SPECS)
+
+    async def call(self, name: str, arguments: dict[str, Any] | None) -> str:
+        """Run one tool call; its result (or `{"error": ...}`) as JSON text for the model."""
+        self.calls += 1
+        if self.calls > self.max_calls:
+            return self._error(f"context tool call limit reached ({self.max_calls} calls per visit)")
+        if name not in _ENDPOINTS:
+            return self._error(f"unknown tool {name[:64]!r}")
+        try:
+            body = self._body(name, arguments if isinstance(arguments, dict) else {})
+            data = await self._post(_ENDPOINTS[name], body)
+            return _encoder.encode(_whitelisted(name, data)).decode()
+        except ToolFailure as exc:
+            return self._error(str(exc))
+
+    def _body(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        run_id = self.run_id.hex
+        if name == PATHS:
+            return {"runId": run_id, "visitUuid": self.visit_uuid}
+        iter_seq = _iter_seq(arguments)
+        node_id = _optional_str(arguments, "node_id")
+        if name == OUTPUT:
+            if node_id is None:
+                raise ToolFailure("node_id is required")
+            return {"runId": run_id, "nodeId": node_id, "field": _optional_str(arguments, "field"), "iterSeq": iter_seq}
+        visit_uuid = _optional_str(arguments, "visit_uuid")
+        if node_id is None and visit_uuid is None:
+            raise ToolFailure("give node_id or visit_uuid")
+        kind = (_optional_str(arguments, "kind") or "ALL").upper()
+        if kind not in _KINDS:
+            raise ToolFailure(f"kind must be one of {', '.join(_KINDS)}")
+        return {"runId": run_id, "visitUuid": visit_uuid, "nodeId": node_id, "kind": kind, "iterSeq": iter_seq}
+
+    async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST once, and once more after a backoff if the connection failed or the server erred."""
+        for attempt in (1, 2):
+            try:
+                return await self._post_once(path, body)
+            except _Retryable as exc:
+                if attempt == 2:
+                    raise ToolFailure(str(exc)) from None
+                await asyncio.sleep(self.retry_backoff_seconds)
+        raise AssertionError("unreachable")
+
+    async def _post_once(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            async with self._client.stream("POST", path, content=_encoder.encode(body)) as response:
+                for header in _FORBIDDEN_HEADERS:
+                    if header in response.headers:
+                        raise ToolFailure(f"context query response discarded: it carried a {header.title()} header")
+                raw = await _read_capped(response)
+                status = response.status_code
+        except httpx.TimeoutException:
+            raise ToolFailure("context query timed out") from None
+        except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError) as exc:
+            raise _Retryable(f"context query failed: {type(exc).__name__}") from None
+        except httpx.HTTPError as exc:
+            raise ToolFailure(f"context query failed: {type(exc).__name__}") from None
+        envelope = _decode(raw)
+        if status != 200:
+            message = envelope.get("message") if isinstance(envelope, dict) else None
+            text = f"context query answered {status}"
+            if isinstance(message, str):
+                text += f": {clip(message, 300)[0]}"
+            raise (_Retryable if status in _RETRY_STATUSES else ToolFailure)(text)
+        if not isinstance(envelope, dict) or envelope.get("code") != 200 or not isinstance(envelope.get("data"), dict):
+            raise ToolFailure("context query answered with a malformed body")
+        return envelope["data"]
+
+    def _error(self, message: str) -> str:
+        log.info("context tool call refused for visit %s: %s", self.visit_uuid, message)
+        return _encoder.encode({"error": message}).decode()
+
+    async def aclose(self) -> None:
+        """Close the HTTP client."""
+        await self._client.aclose()
+
+
+class _Retryable(ToolFailure):
+    """A failure worth one more try (connection trouble, a 500/502/504)."""
+
+
+async def _read_capped(response: httpx.Response) -> bytes:
+    chunks, size = [], 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > MAX_RESPONSE_BYTES:
+            raise ToolFailure("context query response too large")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _decode(raw: bytes) -> Any:
+    try:
+        return msgspec.json.decode(raw) if raw else None
+    except msgspec.DecodeError:
+        return None
+
+
+
+def make_toolbox(services: Services, run_id: UUID, visit_uuid: str, token: str | None,
+                 **options: Any) -> ContextToolbox | None:
+    """The visit's toolbox; None when context query is off, there is no token, or the base URL is not loopback."""
+    settings = services.settings.context
+    if not settings.enabled or not token:
+        return None
+    base_url = f"http://127.0.0.1:{services.settings.port}"
+    return build_toolbox(base_url, run_id, visit_uuid, token, max_calls=settings.max_tool_calls_per_visit, **options)
+
+
+def build_toolbox(base_url: str, run_id: UUID, visit_uuid: str, token: str, **options: Any) -> ContextToolbox | None:
+    """A toolbox on `base_url`, or None with a warning when that URL is not loopback."""
+    if not is_loopback_url(base_url):
+        log.warning("context tools not offered: base URL %s is not a loopback address", urlsplit(base_url).hostname)
+        return None
+    return ContextToolbox(base_url=base_url, run_id=run_id, visit_uuid=visit_uuid, token=token, **options)

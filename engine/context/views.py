@@ -1,0 +1,155 @@
+"""What one asking visit may read of its run: visits before it, memory first, the store behind."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from engine.clock import utcnow
+from engine.context.tokens import Grant, InvalidToken
+from engine.runs import RunNotFound
+from projections.paths import predecessor_paths
+from projections.visits import Visit, VisitIndex, VisitNotFound, meta_view, output_view
+
+if TYPE_CHECKING:
+    from engine.bootstrap import Services
+
+MEMORY, STORE = "memory", "store"
+
+
+class ContextDisabled(Exception):
+    """Context query is switched off (the API answers 503)."""
+
+
+class VisitEnded(InvalidToken):
+    """The token's visit has already ended, so its token is no longer good."""
+
+
+class VisibleIndex:
+    """A run's visit index as one asking visit sees it: only the visits that come before it.
+
+    "Before" is the index's own order (sortOrder, then the order visits began). With
+    `with_asker` the asking visit itself is visible too (the path query starts from it).
+    A later visit and a visit that does not exist are refused alike.
+    """
+
+    def __init__(self, index: VisitIndex, asker: Visit, *, with_asker: bool = False) -> None:
+        self.index, self.asker, self.with_asker = index, asker, with_asker
+
+    @property
+    def run_id(self) -> str | None:
+        """The run's id (hex)."""
+        return self.index.run_id
+
+    def sees(self, visit: Visit) -> bool:
+        """True when the asker may read this visit."""
+        return visit.order < self.asker.order or (self.with_asker and visit is self.asker)
+
+    def find(self, visit_uuid: str) -> Visit | None:
+        """The visible visit with this uuid, or None."""
+        visit = self.index.find(visit_uuid)
+        return visit if visit is not None and self.sees(visit) else None
+
+    def get(self, visit_uuid: str) -> Visit:
+        """The visible visit with this uuid; VisitNotFound otherwise."""
+        visit = self.find(visit_uuid)
+        if visit is None:
+            raise VisitNotFound(f"visit {visit_uuid} not found", run_id=self.run_id, visit_uuid=visit_uuid)
+        return visit
+
+    def visit_at(self, node_id: str, iter_seq: int | None = None) -> Visit:
+        """The visible visit of a node with this iterSeq (None: the last visible one); VisitNotFound otherwise."""
+        visits = [visit for visit in self.index.visits_of(node_id) if self.sees(visit)]
+        if visits and iter_seq is None:
+            return visits[-1]
+        for visit in visits:
+            if visit.iter_seq == iter_seq:
+                return visit
+        raise VisitNotFound(
+            f"node {node_id} has no visit" + ("" if iter_seq is None else f" with iterSeq {iter_seq}"),
+            run_id=self.run_id, node_id=node_id, iter_seq=iter_seq,
+        )
+
+
+@dataclass(frozen=True)
+class AskerView:
+    """The index a query is answered from, the asking visit, and where the index came from."""
+
+    index: VisitIndex
+    asker: Visit
+    source: str
+
+
+class ColdIndexes:
+    """Visit indexes of runs that are not hot, folded from the log and caught up from it on every read.
+
+    Each read asks the store for the events after the position already folded, so an answer
+    is always what a fresh fold of the whole log would give; only the fold itself is reused.
+    The least recently read runs are forgotten beyond `max_runs`.
+    """
+
+    def __init__(self, max_runs: int = 32) -> None:
+        self.max_runs = max_runs
+        self._folds: OrderedDict[UUID, tuple[VisitIndex, int]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._folds)
+
+    async def read(self, services: Services, run_id: UUID) -> VisitIndex:
+        """The run's index as the log has it now; RunNotFound for a run with no events."""
+        index, version = self._folds.pop(run_id, None) or (VisitIndex(), 0)
+        for event in await services.runs.events(run_id, after=version):
+            index.apply(event)
+            version = event.originator_version
+        if index.run_id is None:
+            raise RunNotFound(run_id.hex)
+        self._folds[run_id] = (index, version)
+        while len(self._folds) > self.max_runs:
+            self._folds.popitem(last=False)
+        return index
+
+
+async def run_index(services: Services, run_id: UUID, cold: ColdIndexes | None = None) -> tuple[VisitIndex, str]:
+    """The run's visit index: the hot one while the run is live and for the retention after, else from the log.
+
+    From the log, `cold` keeps folds between reads (caught up on each); without it every read folds afresh.
+    """
+    hot = services.hub.runs.get(run_id)
+    if hot is not None and hot.loaded:
+        ended = hot.summary.completed_at
+        retention = timedelta(seconds=services.settings.context.hot_retention_seconds)
+        if ended is None or utcnow() - ended < retention:
+            return hot.sse.index, MEMORY
+    return await (cold if cold is not None else ColdIndexes()).read(services, run_id), STORE
+
+
+async def asker_view(services: Services, grant: Grant, cold: ColdIndexes | None = None) -> AskerView:
+    """The view of the grant's run from its visit; 404 if the visit is unknown, 401 once it has ended."""
+    index, source = await run_index(services, grant.run_id, cold)
+    asker = index.find(grant.visit_uuid)
+    if asker is None:
+        raise VisitNotFound("the asking visit is not known", run_id=index.run_id)
+    if asker.status != "RUNNING":
+        services.tokens.invalidate_visit(grant.run_id, grant.visit_uuid)
+        raise VisitEnded("the context token's visit has ended")
+    return AskerView(index, asker, source)
+
+
+def path_body(view: AskerView, visit_uuid: str | None) -> dict[str, Any]:
+    """§2.1 for the asker (or an earlier visit): its predecessor chains, back-edges and `truncated`."""
+    visible = VisibleIndex(view.index, view.asker, with_asker=True)
+    return predecessor_paths(visible, visit_uuid or view.asker.visit_uuid)  # type: ignore[arg-type]
+
+
+def output_body(view: AskerView, node_id: str, field: str | None, iter_seq: int | None) -> dict[str, Any]:
+    """§2.2 for an earlier visit of a node: the envelope, `data` whole or one field."""
+    return output_view(VisibleIndex(view.index, view.asker), node_id, field, iter_seq)  # type: ignore[arg-type]
+
+
+def meta_body(view: AskerView, visit_uuid: str | None, node_id: str | None,
+              kind: str | None, iter_seq: int | None) -> dict[str, Any]:
+    """§2.3 for an earlier visit: thinking, tool calls, TODO list, or all with the raw logs."""
+    return meta_view(VisibleIndex(view.index, view.asker), visit_uuid, node_id, kind, iter_seq)  # type: ignore[arg-type]

@@ -1,0 +1,273 @@
+"""The workflow engine: starts runs, answers their questions, cancels them, recovers them after a restart.
+
+Each executing run has one task that runs sessions (engine.execution.session) until the run
+ends or pauses. Nothing the engine knows lives only in memory: a session is rebuilt from the
+log every time, so a pause, a restart or a crash all resume the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from functools import partial
+from typing import Any, Callable
+from uuid import UUID
+
+from domain import run as decide
+from domain.catalogue import catalogue_stream_id
+from domain.errors import RunAlreadyFinished
+from domain.run import EXECUTING, RunStatus
+from domain.workflow import WorkflowDefinition
+from engine.catalogue import WorkflowNotFound
+from engine.clock import utcnow
+from engine.execution.errors import RunFailure
+from engine.execution.journal import Journal
+from engine.execution.models import build_registry
+from engine.execution.progress import Progress, fold_progress
+from engine.execution.outcomes import Failed
+from engine.execution.session import RunSession
+from engine.llm import ModelRegistry
+
+log = logging.getLogger("flowtrail.engine")
+
+ToolboxFactory = Callable[[Any, UUID, str, str], Any]
+TERMINAL_TAGS = ("RunCompleted", "RunFailed", "RunCancelled")
+
+
+def context_toolbox_factory() -> ToolboxFactory | None:
+    """`engine.context.tools.make_toolbox` when that module is installed, else None (no context tools)."""
+    try:
+        from engine.context.tools import make_toolbox  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return make_toolbox  # type: ignore[no-any-return]
+
+
+class Engine:
+    """Executes runs in this process; every step it takes is an appended run event."""
+
+    def __init__(self, services: Any, *, registry: ModelRegistry | None = None,
+                 toolbox_factory: ToolboxFactory | None = None) -> None:
+        self.services = services
+        self.runs = services.runs
+        self.registry = registry if registry is not None else build_registry(services.settings.engine)
+        self.toolbox_factory = toolbox_factory or context_toolbox_factory()
+        self._tasks: dict[UUID, asyncio.Task[None]] = {}
+        self._cancel_events: dict[UUID, asyncio.Event] = {}
+        self._locks: dict[UUID, asyncio.Lock] = {}
+        self._inflight: set[asyncio.Future[Any]] = set()
+        self._planners: dict[tuple[str, int], dict[str, Any]] = {}
+        self._deadlines: dict[UUID, asyncio.TimerHandle] = {}
+        self._expiring: set[asyncio.Task[None]] = set()
+
+    # ---- commands --------------------------------------------------------------------
+
+    async def start(self, run_id: UUID) -> None:
+        """Append RunStarted (RunAlreadyStarted / RunAlreadyFinished refuse it) and begin executing."""
+        async with self._lock(run_id):
+            writer = await self.runs.writer(run_id)
+            started = False
+            try:
+                await writer.decide(decide.start_run)
+                started = True
+            finally:
+                await self._settle(run_id, schedule=started)
+
+    async def answer(self, run_id: UUID, clarify_id: str, answer: str) -> bool:
+        """Append ClarifyAnswered and resume the run; True when it resumed in this process."""
+        async with self._lock(run_id):
+            writer = await self.runs.writer(run_id)
+            resumed = False
+            try:
+                await writer.decide(partial(decide.answer_clarify, clarify_id=clarify_id, answer=answer))
+                resumed = writer.run.status in EXECUTING
+                self._disarm(run_id)
+            finally:
+                await self._settle(run_id, schedule=resumed)
+            return resumed
+
+    async def cancel(self, run_id: UUID) -> str:
+        """Record a cancel request: "requested", "already_requested" or "already_finished"."""
+        async with self._lock(run_id):
+            writer = await self.runs.writer(run_id)
+            requested = False
+            try:
+                if writer.run.status.is_terminal:
+                    return "already_finished"
+                if writer.run.cancel_requested:
+                    return "already_requested"
+                try:
+                    await writer.decide(decide.request_cancel)
+                except RunAlreadyFinished:
+                    return "already_finished"
+                requested = True
+                self._disarm(run_id)
+                signal = self._cancel_events.get(run_id)
+                if signal is not None:
+                    signal.set()
+                return "requested"
+            finally:
+                await self._settle(run_id, schedule=requested)
+
+    async def recover(self) -> None:
+        """Resume runs that were executing when the process stopped; paused runs wait for their answer (within their time limit)."""
+        store = self.services.log
+        candidates: dict[UUID, None] = {}
+        for tag in ("RunStarted", "RunCancelRequested"):
+            for event in await store.call(store.log.all_events_tagged, tag):
+                candidates[event.originator_id] = None
+        for tag in TERMINAL_TAGS:
+            for event in await store.call(store.log.all_events_tagged, tag):
+                candidates.pop(event.originator_id, None)
+        for run_id in candidates:
+            run = await self.runs.state(run_id)
+            if run.status in EXECUTING or (run.cancel_requested and not run.status.is_terminal):
+                log.info("recovering run %s (%s)", run_id.hex, run.status.value)
+                async with self._lock(run_id):
+                    self._schedule(run_id)
+            elif run.status is RunStatus.PAUSED:
+                self._arm(run_id, fold_progress(await self.runs.events(run_id)))
+
+    async def close(self) -> None:
+        """Stop every run task; runs stay as the log has them and are recovered on the next start."""
+        for handle in self._deadlines.values():
+            handle.cancel()
+        self._deadlines.clear()
+        tasks = list(self._tasks.values()) + list(self._expiring)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        while self._inflight:
+            await asyncio.gather(*list(self._inflight), return_exceptions=True)
+        self._tasks.clear()
+        self._cancel_events.clear()
+        await self.registry.aclose()
+
+    # ---- reads the sessions use ------------------------------------------------------
+
+    def executing(self, run_id: UUID) -> bool:
+        """True while this process has a task for the run."""
+        return run_id in self._tasks
+
+    async def definition(self, progress: Progress) -> tuple[WorkflowDefinition, dict[str, Any]]:
+        """The workflow version the run recorded, and its planner settings (AGENTIC)."""
+        name, version = progress.workflow_name, progress.workflow_version
+        try:
+            entry = self.services.catalogue.version(name, version)
+        except WorkflowNotFound:
+            raise RunFailure(f"workflow {name!r} version {version} is not in the catalogue; the run cannot go on") from None
+        if entry.definition.mode != "AGENTIC":
+            return entry.definition, {}
+        key = (name, version)
+        if key not in self._planners:
+            events = await self.services.log.read(catalogue_stream_id(name))
+            raw = next((event.definition for event in events if getattr(event, "version", None) == version), {})
+            planner = raw.get("planner") if isinstance(raw, dict) else None
+            self._planners[key] = planner if isinstance(planner, dict) else {}
+        return entry.definition, self._planners[key]
+
+    # ---- execution ---------------------------------------------------------------------
+
+    def _lock(self, run_id: UUID) -> asyncio.Lock:
+        return self._locks.setdefault(run_id, asyncio.Lock())
+
+    def _schedule(self, run_id: UUID) -> None:
+        task = self._tasks.get(run_id)
+        if task is None or task.done():
+            self._tasks[run_id] = asyncio.create_task(self._drive(run_id), name=f"flowtrail-run-{run_id.hex}")
+
+    async def _settle(self, run_id: UUID, *, schedule: bool) -> None:
+        if schedule:
+            self._schedule(run_id)
+        elif run_id not in self._tasks:
+            await self.runs.release(run_id)
+
+    async def _drive(self, run_id: UUID) -> None:
+        """Run sessions until the run ends or waits for an answer."""
+        signal = self._cancel_events.setdefault(run_id, asyncio.Event())
+        try:
+            while True:
+                before = (await self.runs.writer(run_id)).run.version
+                progress = await self._session(run_id, signal)
+                async with self._lock(run_id):
+                    run = (await self.runs.writer(run_id)).run
+                    if run.status in EXECUTING and run.version != before:
+                        continue  # answered, or cancel requested, while this session was ending
+                    if run.status in EXECUTING:
+                        raise RuntimeError(f"the engine made no progress with the run ({run.status.value})")
+                    if run.status is RunStatus.PAUSED and progress is not None:
+                        self._arm(run_id, progress)
+                    self._tasks.pop(run_id, None)
+                    self._cancel_events.pop(run_id, None)
+                    await self.runs.release(run_id)
+                    return
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            log.exception("run %s stopped on an unexpected error", run_id.hex)
+            await self._fail_after_error(run_id, error)
+
+    async def _session(self, run_id: UUID, signal: asyncio.Event) -> Progress | None:
+        """One session from the log to the run's end or pause; the progress it ended with."""
+        writer = await self.runs.writer(run_id)
+        run = writer.run
+        if run.status.is_terminal:
+            return None
+        if run.cancel_requested:
+            signal.set()
+        elif run.status in (RunStatus.CREATED, RunStatus.PAUSED):
+            return None
+        journal = Journal(writer, self._inflight)
+        await journal.flush()
+        progress = fold_progress(await self.runs.events(run_id))
+        session = RunSession(self, run_id, journal, progress, signal)
+        await session.finish(await session.execute())
+        return progress
+
+    # ---- paused runs keep their time limit ---------------------------------------------
+
+    def _arm(self, run_id: UUID, progress: Progress) -> None:
+        """Fail the paused run when its time limit passes (answering or cancelling disarms it)."""
+        self._disarm(run_id)
+        started = progress.started_at or utcnow()
+        remaining = self.services.settings.engine.run_timeout_seconds - (utcnow() - started).total_seconds()
+        loop = asyncio.get_running_loop()
+        self._deadlines[run_id] = loop.call_later(max(0.0, remaining), self._expire_soon, run_id)
+
+    def _disarm(self, run_id: UUID) -> None:
+        handle = self._deadlines.pop(run_id, None)
+        if handle is not None:
+            handle.cancel()
+
+    def _expire_soon(self, run_id: UUID) -> None:
+        self._deadlines.pop(run_id, None)
+        task = asyncio.ensure_future(self._expire(run_id))
+        self._expiring.add(task)
+        task.add_done_callback(self._expiring.discard)
+
+    async def _expire(self, run_id: UUID) -> None:
+        async with self._lock(run_id):
+            writer = await self.runs.writer(run_id)
+            try:
+                if writer.run.status is RunStatus.PAUSED:
+                    progress = fold_progress(await self.runs.events(run_id))
+                    session = RunSession(self, run_id, Journal(writer, self._inflight), progress, asyncio.Event())
+                    limit = self.services.settings.engine.run_timeout_seconds
+                    await session.finish(Failed(
+                        f"the run timed out after {limit:g} s (its time limit) while waiting for an answer"))
+            finally:
+                if run_id not in self._tasks:
+                    await self.runs.release(run_id)
+
+    async def _fail_after_error(self, run_id: UUID, error: Exception) -> None:
+        async with self._lock(run_id):
+            self._tasks.pop(run_id, None)
+            self._cancel_events.pop(run_id, None)
+            try:
+                writer = await self.runs.writer(run_id)
+                if not writer.run.status.is_terminal:
+                    await writer.decide(partial(decide.fail_run, error=f"internal error: {type(error).__name__}: {error}"))
+            except Exception:
+                log.exception("could not record the failure of run %s", run_id.hex)
+            finally:
+                await self.runs.release(run_id)

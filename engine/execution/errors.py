@@ -1,0 +1,39 @@
+"""Why a visit or a run stops early: failures, pauses and halts the executors raise."""
+
+from __future__ import annotations
+
+from engine.llm import LlmError, LlmHttpError, LlmStreamBroken, LlmTimeout
+
+
+class VisitFailure(Exception):
+    """The visit cannot produce its output; the message says why (it becomes the visit's error)."""
+
+
+class RunFailure(Exception):
+    """The run must fail as a whole (a limit, the planner, a missing workflow); the message says why."""
+
+
+class CancelHalt(Exception):
+    """A cancel request was seen at a safe point: stop and record the run as cancelled."""
+
+
+class PauseForAnswer(Exception):
+    """The visit asked the user a question; the run pauses until it is answered."""
+
+    def __init__(self, clarify_id: str, question: str, choices: list[str], turn: int) -> None:
+        super().__init__(question)
+        self.clarify_id = clarify_id
+        self.question = question
+        self.choices = list(choices)
+        self.turn = turn
+
+
+def describe_llm_error(error: LlmError) -> str:
+    """A model failure in words a reader of the run understands."""
+    if isinstance(error, LlmTimeout):
+        return f"model call timed out: {error}"
+    if isinstance(error, LlmStreamBroken):
+        return f"model stream broke: {error}"
+    if isinstance(error, LlmHttpError):
+        return str(error)
+    return f"model call failed: {error}"

@@ -1,0 +1,53 @@
+"""The run writer as the engine uses it: every append shielded from task cancellation.
+
+A task cancelled while its append is in flight must not leave the writer unsure whether
+the events were stored; shielding lets the append finish (and the writer fold it) while
+the cancelled task moves on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Awaitable
+
+from domain.events import RunEvent
+from domain.run import Run
+from engine.writer import Decision, RunWriter
+
+
+class Journal:
+    """Appends to one run through its writer; pending appends are tracked so shutdown can wait for them."""
+
+    def __init__(self, writer: RunWriter, inflight: set[asyncio.Future[Any]]) -> None:
+        self.writer = writer
+        self._inflight = inflight
+
+    @property
+    def run(self) -> Run:
+        """The run's state after everything appended so far."""
+        return self.writer.run
+
+    async def decide(self, *decisions: Decision) -> list[RunEvent]:
+        """Append the decisions' events in one transaction."""
+        return await self._shielded(self.writer.decide(*decisions))
+
+    async def stream(self, *, visit_uuid: str, node_id: str, kind: str, content: str, tool_name: str | None = None) -> None:
+        """Append (buffered) one stream chunk of a visit."""
+        await self._shielded(self.writer.stream(
+            visit_uuid=visit_uuid, node_id=node_id, kind=kind, content=content, tool_name=tool_name,
+        ))
+
+    async def flush(self) -> None:
+        """Append every buffered chunk now."""
+        await self._shielded(self.writer.flush())
+
+    async def _shielded(self, step: Awaitable[Any]) -> Any:
+        task = asyncio.ensure_future(step)
+        self._inflight.add(task)
+        task.add_done_callback(self._settled)
+        return await asyncio.shield(task)
+
+    def _settled(self, task: asyncio.Future[Any]) -> None:
+        self._inflight.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: the awaiting task reports it, unless it was cancelled meanwhile

@@ -1,0 +1,104 @@
+"""Which provider answers a visit: its own scripted provider, or a configured model from the registry."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from domain.errors import MissingReference
+from domain.templates import render_value
+from engine.execution.errors import RunFailure, VisitFailure
+from engine.llm import SCRIPTED_ID, LlmProvider, ModelConfig, ModelRegistry, ScriptedProvider, parse_script
+from engine.settings import EngineSettings
+
+
+def parse_models(raw: str) -> list[ModelConfig]:
+    """The models in FLOWTRAIL_MODELS (a JSON list); ValueError says what is wrong."""
+    if not raw.strip():
+        return []
+    try:
+        return msgspec.json.decode(raw.encode(), type=list[ModelConfig])
+    except (msgspec.DecodeError, msgspec.ValidationError) as error:
+        raise ValueError(f"FLOWTRAIL_MODELS is not a valid JSON list of models: {error}") from None
+
+
+def build_registry(settings: EngineSettings) -> ModelRegistry:
+    """The registry of configured OpenAI-compatible models plus `scripted`."""
+    return ModelRegistry(parse_models(settings.models_json), default_model_id=settings.default_model_id or None)
+
+
+def scripted_from(script: Any, *, skip_turns: int, seed: str, pace_seconds: float) -> ScriptedProvider:
+    """A scripted provider that starts after `skip_turns` node turns (a resumed visit goes on where it paused)."""
+    if skip_turns <= 0 or script is None:
+        return ScriptedProvider(script, pace_seconds=pace_seconds, seed=seed)
+    turns = parse_script(script)
+    node = turns["node"]
+    rest: dict[str, Any] = {key: value for key, value in turns.items() if key != "node"}
+    rest["turns"] = node[min(skip_turns, len(node) - 1):]
+    return ScriptedProvider(rest, pace_seconds=pace_seconds, seed=f"{seed}:after{skip_turns}")
+
+
+def visit_script(data: dict[str, Any], iter_seq: int) -> Any:
+    """The script of one visit: `scripts[iterSeq-1]` (the last repeats) when given, else `script`."""
+    scripts = data.get("scripts")
+    if isinstance(scripts, list) and scripts:
+        return scripts[min(iter_seq, len(scripts)) - 1]
+    return data.get("script")
+
+
+class VisitModels:
+    """The providers one visit talks to; the scripted one is built once, from the node's script.
+
+    Strings in a script are templates too (`{{topic}}`), rendered against the visit's inputs.
+    """
+
+    def __init__(self, registry: ModelRegistry, data: dict[str, Any], *, iter_seq: int, seed: str,
+                 pace_seconds: float, skip_turns: int = 0, scope: dict[str, Any] | None = None) -> None:
+        self.registry = registry
+        self.scope = scope or {}
+        self.data = data
+        self.iter_seq = iter_seq
+        self.seed = seed
+        self.pace_seconds = pace_seconds
+        self.skip_turns = skip_turns
+        self._scripted: ScriptedProvider | None = None
+
+    def model_id(self, key: str = "model_id") -> str:
+        """The model a node names under `key`, else the default model."""
+        named = self.data.get(key)
+        return named if isinstance(named, str) and named else self.registry.default_model_id
+
+    def provider(self, model_id: str) -> LlmProvider:
+        """The provider for a model id (UnknownModel when none is configured under it)."""
+        if model_id != SCRIPTED_ID:
+            return self.registry.provider_for(model_id)
+        if self._scripted is None:
+            try:
+                script = render_value(visit_script(self.data, self.iter_seq), self.scope)
+                self._scripted = scripted_from(
+                    script, skip_turns=self.skip_turns, seed=self.seed, pace_seconds=self.pace_seconds,
+                )
+            except MissingReference as error:
+                raise VisitFailure(f"script: {error.message}") from None
+            except ValueError as error:
+                raise VisitFailure(f"the node's script is invalid: {error}") from None
+        return self._scripted
+
+    def node(self) -> LlmProvider:
+        """The node's own model."""
+        return self.provider(self.model_id("model_id"))
+
+    def reformat(self) -> LlmProvider:
+        """The model that re-formats answers: `reformat_model_id`, else the default model."""
+        return self.provider(self.model_id("reformat_model_id"))
+
+
+def scripted_planner(script: Any, *, skip_turns: int, seed: str, pace_seconds: float) -> ScriptedProvider:
+    """A scripted planner whose turns (a list, one decision each) start after the decisions already made."""
+    try:
+        turns = parse_script({"planner": script if script is not None else []})["planner"]
+    except ValueError as error:
+        raise RunFailure(f"the planner's script is invalid: {error}") from None
+    rest = turns[min(skip_turns, len(turns) - 1):]
+    return ScriptedProvider({"planner": rest}, pace_seconds=pace_seconds, seed=f"{seed}:after{skip_turns}")

@@ -1,0 +1,180 @@
+"""Node executors, one per node type: each turns a visit's inputs into an output envelope.
+
+`userInput` passes the run's variables on, `llm` / `smartAction` / `agent` talk to a model
+(with declared outputs enforced), and `output` builds the run's result (and may write files
+into the workspace). A missing template reference fails the visit, naming the reference.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Awaitable, Callable
+
+import msgspec
+
+from domain.errors import MissingReference
+from domain.outputs import OutputField, build_instruction, parse_output_declarations, retry_policy_for
+from domain.templates import as_text, render_value
+from domain.workflow import WorkflowInput
+from engine.execution.agent_loop import Conversation, ToolBelt, opening_messages
+from engine.execution.errors import VisitFailure
+from engine.execution.structured import structured_data
+from engine.execution.visit import VisitContext
+from engine.workspace import UnsafePath
+
+NODE_OK = "调用成功"
+
+Executor = Callable[[VisitContext], Awaitable[dict[str, Any]]]
+
+
+def envelope(data: Any, message: str = NODE_OK) -> dict[str, Any]:
+    """A success envelope `{status: 200, message, data}`."""
+    return {"status": 200, "message": message, "data": data}
+
+
+def failure_envelope(error: str) -> dict[str, Any]:
+    """A failure envelope `{status: 400, message, data: null}`."""
+    return {"status": 400, "message": error, "data": None}
+
+
+def render(value: Any, scope: dict[str, Any], where: str) -> Any:
+    """A template value rendered against the scope; VisitFailure names a missing reference and where it is."""
+    try:
+        return render_value(value, scope)
+    except MissingReference as error:
+        raise VisitFailure(f"{where}: {error.message}") from None
+
+
+def render_text(value: Any, scope: dict[str, Any], where: str) -> str:
+    """A template rendered to text (non-strings as JSON)."""
+    return as_text(render(value, scope, where))
+
+
+async def user_input(ctx: VisitContext) -> dict[str, Any]:
+    """The declared inputs from the run's variables (all variables when none are declared)."""
+    variables = ctx.scope
+    try:
+        declared = msgspec.convert(ctx.data.get("inputs") or [], list[WorkflowInput], strict=False)
+    except msgspec.ValidationError as error:
+        raise VisitFailure(f"invalid inputs declaration: {error}") from None
+    if not declared:
+        return envelope({key: value for key, value in variables.items() if key in ctx.session.progress.variables})
+    missing = [item.name for item in declared if item.required and variables.get(item.name) in (None, "")]
+    if missing:
+        raise VisitFailure(f"required input(s) not given: {', '.join(missing)}")
+    data = {item.name: variables[item.name] for item in declared if item.name in variables}
+    if ctx.session.progress.uploaded_files:
+        data.setdefault("uploadedFiles", list(ctx.session.progress.uploaded_files))
+    return envelope(data)
+
+
+def _declared(ctx: VisitContext) -> list[OutputField]:
+    try:
+        return parse_output_declarations(ctx.data)
+    except ValueError as error:
+        raise VisitFailure(str(error)) from None
+
+
+def _turn_limit(ctx: VisitContext) -> int:
+    cap = ctx.settings.max_agent_iterations
+    asked = ctx.data.get("maxIterations")
+    return min(asked, cap) if isinstance(asked, int) and not isinstance(asked, bool) and asked > 0 else cap
+
+
+async def _model_data(ctx: VisitContext, fields: list[OutputField], *, steps: bool, extra: str = "") -> dict[str, Any]:
+    """Run the node's conversation; the answer as validated data (declared outputs) or `{"text": ...}`."""
+    prompt = render_text(ctx.data.get("prompt", ""), ctx.scope, "prompt")
+    system = ctx.data.get("systemPrompt")
+    system_text = render_text(system, ctx.scope, "systemPrompt") if system else None
+    instruction = build_instruction(fields)
+    full_prompt = "\n\n".join(part for part in (prompt, extra, instruction) if part)
+    tools = ctx.data.get("tools") or []
+    if not isinstance(tools, list) or not all(isinstance(name, str) for name in tools):
+        raise VisitFailure("data.tools must be a list of tool names")
+    belt = ToolBelt(ctx, tools, toolbox=ctx.toolbox, ask_user=bool(ctx.data.get("askUser")))
+    conversation = Conversation(ctx, opening_messages(full_prompt, system_text, ctx.answers), belt,
+                                max_turns=_turn_limit(ctx), steps=steps)
+    text = await conversation.answer()
+    if fields:
+        try:
+            policy = retry_policy_for(ctx.node.type, ctx.data)
+        except ValueError as error:
+            raise VisitFailure(str(error)) from None
+        data = await structured_data(ctx, text, fields, policy, conversation.retry)
+    else:
+        data = {"text": text}
+    if ctx.answers:
+        data.setdefault("answer", ctx.answers[-1].answer)
+    return data
+
+
+async def llm(ctx: VisitContext) -> dict[str, Any]:
+    """One model answer (tools only if the node lists them or context tools are offered)."""
+    return envelope(await _model_data(ctx, _declared(ctx), steps=False))
+
+
+async def agent(ctx: VisitContext) -> dict[str, Any]:
+    """A multi-turn tool loop, each turn a `step` in the stream."""
+    return envelope(await _model_data(ctx, _declared(ctx), steps=True))
+
+
+def _actions(data: dict[str, Any]) -> list[tuple[str, str]]:
+    raw = data.get("actions")
+    if not isinstance(raw, list) or not raw:
+        raise VisitFailure("a smartAction node needs data.actions: a non-empty list of action ids or {id, description}")
+    actions = []
+    for item in raw:
+        if isinstance(item, str):
+            actions.append((item, ""))
+        elif isinstance(item, dict) and isinstance(item.get("id"), str):
+            actions.append((item["id"], str(item.get("description", ""))))
+        else:
+            raise VisitFailure(f"invalid action {item!r}: use an id string or {{id, description}}")
+    return actions
+
+
+async def smart_action(ctx: VisitContext) -> dict[str, Any]:
+    """A model call whose answer chooses one of the node's actions (`data.action`, `data.reason`)."""
+    actions = _actions(ctx.data)
+    ids = [action_id for action_id, _ in actions]
+    listed = "\n".join(f"- {action_id}" + (f": {text}" if text else "") for action_id, text in actions)
+    extra = f"Choose exactly one action and put its id in the `action` field:\n{listed}"
+    fields = [
+        OutputField("action", "string", True, f"one of: {', '.join(ids)}"),
+        OutputField("reason", "string", False, "why this action"),
+        *[field for field in _declared(ctx) if field.name not in ("action", "reason")],
+    ]
+    data = await _model_data(ctx, fields, steps=False, extra=extra)
+    if data.get("action") not in ids:
+        raise VisitFailure(f"the model chose action {data.get('action')!r}, which is not one of {', '.join(ids)}")
+    return envelope(data)
+
+
+async def output(ctx: VisitContext) -> dict[str, Any]:
+    """The run's result: each declared output's `value` template (default `{{name}}`); `files` are written."""
+    data: dict[str, Any] = {}
+    for index, item in enumerate(ctx.data.get("outputs") or []):
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            raise VisitFailure(f"outputs[{index}] needs a name")
+        name = item["name"]
+        data[name] = render(item.get("value", "{{" + name + "}}"), ctx.scope, f"output {name!r}")
+    for index, item in enumerate(ctx.data.get("files") or []):
+        path = render_text(item.get("path", ""), ctx.scope, f"files[{index}].path")
+        content = render_text(item.get("content", ""), ctx.scope, f"files[{index}].content")
+        try:
+            written = await asyncio.to_thread(ctx.workspace.write, ctx.run_id, path, content.encode("utf-8"))
+        except UnsafePath as error:
+            raise VisitFailure(f"files[{index}]: {error}") from None
+        await ctx.status(f"wrote {written} ({len(content.encode('utf-8'))} bytes)")
+    return envelope(data)
+
+
+EXECUTORS: dict[str, Executor] = {
+    "userInput": user_input,
+    "llm": llm,
+    "agent": agent,
+    "smartAction": smart_action,
+    "output": output,
+}
+
+MODEL_NODE_TYPES = frozenset({"llm", "agent", "smartAction"})

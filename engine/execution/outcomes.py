@@ -1,0 +1,47 @@
+"""What a visit or a run came to: the values the runners pass back to the session."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from engine.execution.errors import PauseForAnswer
+from engine.execution.progress import VisitProgress
+
+
+@dataclass(frozen=True)
+class Done:
+    """A visit completed with this envelope."""
+
+    envelope: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Failed:
+    """A visit, or the run, failed with this error."""
+
+    error: str
+
+
+@dataclass(frozen=True)
+class Paused:
+    """A visit asked a question; the run pauses."""
+
+    visit: VisitProgress
+    ask: PauseForAnswer
+
+
+@dataclass(frozen=True)
+class Completed:
+    """The run finished with this output data."""
+
+    data: Any
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    """The run stopped after a cancel request."""
+
+
+VisitOutcome = Done | Failed | Paused
+RunOutcome = Completed | Failed | Paused | Cancelled

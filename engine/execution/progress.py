@@ -1,0 +1,203 @@
+"""How far a run got, folded from its events: the only memory the engine resumes from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Iterable
+
+from domain import events as ev
+
+OPEN, SUCCESS, FAILED, SKIPPED = "RUNNING", "SUCCESS", "FAILED", "SKIPPED"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A question a visit asked and the answer it got."""
+
+    clarify_id: str
+    question: str
+    answer: str
+    turn: int
+
+
+@dataclass
+class VisitProgress:
+    """One visit as far as the log knows it."""
+
+    visit_uuid: str
+    node_id: str
+    node_type: str
+    iter_seq: int
+    sort_order: int
+    from_node_id: str | None = None
+    from_visit_uuid: str | None = None
+    status: str = OPEN
+    output: dict[str, Any] | None = None
+    error: str | None = None
+    answers: list[Answer] = field(default_factory=list)
+    asked: ev.ClarifyRequested | None = None
+    streamed_since_checkpoint: bool = False
+    tools_since_checkpoint: list[str] = field(default_factory=list)
+
+    @property
+    def is_open(self) -> bool:
+        """True while the visit has neither completed nor failed."""
+        return self.status == OPEN
+
+    @property
+    def data(self) -> Any:
+        """The `data` of the visit's output envelope (None when it has none)."""
+        return (self.output or {}).get("data")
+
+    @property
+    def turns_done(self) -> int:
+        """Model turns to skip when the visit resumes: those played up to its last answered question."""
+        return self.answers[-1].turn if self.answers else 0
+
+    @property
+    def waiting(self) -> bool:
+        """True while the visit's question has no answer."""
+        return self.asked is not None
+
+    @property
+    def interrupted(self) -> bool:
+        """True when the visit is open, not waiting, and did something since its last checkpoint."""
+        return self.is_open and not self.waiting and self.streamed_since_checkpoint
+
+
+@dataclass
+class Progress:
+    """A run's visits, planner decisions and inputs, in log order."""
+
+    run_id: Any = None
+    workflow_name: str = ""
+    workflow_version: int = 0
+    variables: dict[str, Any] = field(default_factory=dict)
+    uploaded_files: tuple[str, ...] = ()
+    started_at: datetime | None = None
+    visits: dict[str, VisitProgress] = field(default_factory=dict)
+    trail: list[VisitProgress | ev.PlannerDecided] = field(default_factory=list)
+    decisions: int = 0
+
+    def apply(self, event: ev.RunEvent) -> None:
+        """Fold one event."""
+        handler = _HANDLERS.get(type(event))
+        if handler is not None:
+            handler(self, event)
+
+    def visits_of(self, node_id: str) -> list[VisitProgress]:
+        """The node's visits in the order they began (skipped ones included)."""
+        return [visit for visit in self.visits.values() if visit.node_id == node_id]
+
+    def last_of(self, node_id: str) -> VisitProgress | None:
+        """The node's most recent visit."""
+        visits = self.visits_of(node_id)
+        return visits[-1] if visits else None
+
+    def open_visits(self) -> list[VisitProgress]:
+        """Visits that have not ended, in the order they began."""
+        return [visit for visit in self.visits.values() if visit.is_open]
+
+    def started_visits(self) -> int:
+        """Visits that were started (skipped ones are not counted)."""
+        return sum(visit.status != SKIPPED for visit in self.visits.values())
+
+    def scope(self) -> dict[str, Any]:
+        """What templates see: run variables, `uploadedFiles`, and each node's latest successful output data."""
+        scope: dict[str, Any] = dict(self.variables)
+        scope.setdefault("uploadedFiles", list(self.uploaded_files))
+        for visit in self.visits.values():
+            if visit.status == SUCCESS:
+                scope[visit.node_id] = visit.data
+        return scope
+
+
+def _created(progress: Progress, event: ev.RunCreated) -> None:
+    progress.run_id = event.originator_id
+    progress.workflow_name, progress.workflow_version = event.workflow_name, event.workflow_version
+    progress.variables, progress.uploaded_files = dict(event.variables), tuple(event.uploaded_files)
+
+
+def _started(progress: Progress, event: ev.RunStarted) -> None:
+    progress.started_at = event.timestamp
+
+
+def _visit_started(progress: Progress, event: ev.VisitStarted) -> None:
+    visit = VisitProgress(
+        event.visit_uuid, event.node_id, event.node_type, event.iter_seq, event.sort_order,
+        event.from_node_id, event.from_visit_uuid,
+    )
+    progress.visits[visit.visit_uuid] = visit
+    progress.trail.append(visit)
+
+
+def _visit_skipped(progress: Progress, event: ev.VisitSkipped) -> None:
+    iter_seq = len(progress.visits_of(event.node_id)) + 1
+    visit = VisitProgress(event.visit_uuid, event.node_id, event.node_type, iter_seq, event.sort_order, status=SKIPPED)
+    progress.visits[visit.visit_uuid] = visit
+
+
+def _streamed(progress: Progress, event: ev.NodeStreamed) -> None:
+    visit = progress.visits.get(event.visit_uuid)
+    if visit is None:
+        return
+    visit.streamed_since_checkpoint = True
+    if event.kind == "tool_call" and event.tool_name:
+        visit.tools_since_checkpoint.append(event.tool_name)
+
+
+def _completed(progress: Progress, event: ev.VisitCompleted) -> None:
+    visit = progress.visits.get(event.visit_uuid)
+    if visit is not None:
+        visit.status, visit.output = SUCCESS, event.output
+
+
+def _failed(progress: Progress, event: ev.VisitFailed) -> None:
+    visit = progress.visits.get(event.visit_uuid)
+    if visit is not None:
+        visit.status, visit.output, visit.error = FAILED, event.output, event.error
+
+
+def _asked(progress: Progress, event: ev.ClarifyRequested) -> None:
+    visit = progress.visits.get(event.visit_uuid)
+    if visit is not None:
+        visit.asked = event
+
+
+def _answered(progress: Progress, event: ev.ClarifyAnswered) -> None:
+    for visit in progress.visits.values():
+        asked = visit.asked
+        if asked is not None and asked.clarify_id == event.clarify_id:
+            visit.answers.append(Answer(asked.clarify_id, asked.question, event.answer, asked.turn))
+            visit.asked = None
+            visit.streamed_since_checkpoint = False
+            visit.tools_since_checkpoint = []
+            return
+
+
+def _decided(progress: Progress, event: ev.PlannerDecided) -> None:
+    progress.decisions += 1
+    progress.trail.append(event)
+
+
+_HANDLERS: dict[type, Any] = {
+    ev.RunCreated: _created,
+    ev.RunStarted: _started,
+    ev.VisitStarted: _visit_started,
+    ev.VisitSkipped: _visit_skipped,
+    ev.NodeStreamed: _streamed,
+    ev.VisitCompleted: _completed,
+    ev.VisitFailed: _failed,
+    ev.ClarifyRequested: _asked,
+    ev.ClarifyAnswered: _answered,
+    ev.PlannerDecided: _decided,
+}
+
+
+def fold_progress(events: Iterable[ev.RunEvent]) -> Progress:
+    """The progress after all of a run's events."""
+    progress = Progress()
+    for event in events:
+        progress.apply(event)
+    return progress

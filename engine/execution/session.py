@@ -1,0 +1,292 @@
+"""One stretch of a run's execution: rebuilt from the log, it runs until the run ends or pauses.
+
+A session starts from what the log says (visits done, visits still open, questions answered)
+and appends every step it takes. Open visits are resumed from their last checkpoint: their
+start, or the answer to their last question.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from functools import partial
+from typing import TYPE_CHECKING, Any
+from uuid import UUID, uuid4
+
+from domain import run as decide
+from domain.errors import IllegalTransition
+from domain.run import RunStatus
+from domain.workflow import NodeDefinition, WorkflowDefinition, node_by_id
+from engine.clock import utcnow
+from engine.execution.agentic import run_agentic
+from engine.execution.dag import Skip, run_dag
+from engine.execution.errors import CancelHalt, PauseForAnswer, RunFailure, VisitFailure, describe_llm_error
+from engine.execution.journal import Journal
+from engine.execution.models import VisitModels
+from engine.execution.nodes import EXECUTORS, MODEL_NODE_TYPES, failure_envelope
+from engine.execution.outcomes import Cancelled, Completed, Done, Failed, Paused, RunOutcome, VisitOutcome
+from engine.execution.progress import Progress, VisitProgress
+from engine.execution.tools import is_idempotent
+from engine.execution.visit import VisitContext
+from engine.llm import LlmCancelled, LlmError
+from engine.settings import EngineSettings
+
+if TYPE_CHECKING:
+    from engine.execution.engine import Engine
+
+log = logging.getLogger("flowtrail.engine")
+
+RUN_OK = "工作流执行成功"
+
+
+
+
+class RunSession:
+    """Executes one run from where its log stands, appending every step."""
+
+    def __init__(self, engine: Engine, run_id: UUID, journal: Journal, progress: Progress,
+                 cancel_event: asyncio.Event) -> None:
+        self.engine = engine
+        self.services = engine.services
+        self.run_id = run_id
+        self.journal = journal
+        self.progress = progress
+        self.cancel_event = cancel_event
+        self.defn: WorkflowDefinition | None = None
+        self.planner: dict[str, Any] = {}
+
+    @property
+    def settings(self) -> EngineSettings:
+        """The engine's limits and pace."""
+        return self.services.settings.engine
+
+    @property
+    def cancel_requested(self) -> bool:
+        """True once a cancel request is in the log."""
+        return self.journal.run.cancel_requested
+
+    def check_cancel(self) -> None:
+        """A safe point: stop here when a cancel was requested."""
+        if self.cancel_requested:
+            raise CancelHalt()
+
+    def node(self, node_id: str) -> NodeDefinition:
+        """The workflow's node with this id (RunFailure when the definition has none)."""
+        assert self.defn is not None
+        node = node_by_id(self.defn, node_id)
+        if node is None:
+            raise RunFailure(f"workflow {self.defn.name!r} has no node {node_id!r}")
+        return node
+
+    async def decide(self, *decisions: Any) -> list[Any]:
+        """Append decisions in one transaction and fold them into the progress."""
+        events = await self.journal.decide(*decisions)
+        for event in events:
+            self.progress.apply(event)
+        return events
+
+    # ---- the whole run -------------------------------------------------------------
+
+    async def execute(self) -> RunOutcome:
+        """Run the workflow from where the log stands to an outcome."""
+        try:
+            self.check_cancel()
+            self.defn, self.planner = await self.engine.definition(self.progress)
+            remaining = self._time_left()
+            if remaining <= 0:
+                return Failed(self._timeout_error())
+            async with asyncio.timeout(remaining):
+                return await (run_dag if self.defn.mode == "DAG" else run_agentic)(self)
+        except CancelHalt:
+            return Cancelled()
+        except RunFailure as error:
+            return Failed(str(error))
+        except TimeoutError:
+            return Failed(self._timeout_error())
+
+    def _time_left(self) -> float:
+        started = self.progress.started_at or utcnow()
+        return self.settings.run_timeout_seconds - (utcnow() - started).total_seconds()
+
+    def _timeout_error(self) -> str:
+        return f"the run timed out after {self.settings.run_timeout_seconds:g} s (its time limit)"
+
+    async def finish(self, outcome: RunOutcome) -> None:
+        """Append the outcome: the terminal event (closing any open visit), or the question that pauses the run."""
+        if isinstance(outcome, (Completed, Paused)) and self.cancel_requested:
+            outcome = Cancelled()
+        try:
+            await self._append_outcome(outcome)
+        except IllegalTransition:
+            if not self.cancel_requested or isinstance(outcome, Cancelled):
+                raise
+            await self._append_outcome(Cancelled())
+
+    async def _append_outcome(self, outcome: RunOutcome) -> None:
+        if isinstance(outcome, Paused):
+            ask, visit = outcome.ask, outcome.visit
+            await self.decide(partial(
+                decide.request_clarify, clarify_id=ask.clarify_id, visit_uuid=visit.visit_uuid,
+                node_id=visit.node_id, question=ask.question, choices=tuple(ask.choices), turn=ask.turn,
+            ))
+        elif isinstance(outcome, Completed):
+            files = tuple(await asyncio.to_thread(self.services.workspace.files, self.run_id))
+            output = {"status": 200, "message": RUN_OK, "data": outcome.data}
+            await self.decide(*self._close_open("stopped: the run completed"),
+                              partial(decide.complete_run, output=output, working_dir_files=files))
+        elif isinstance(outcome, Failed):
+            await self.decide(*self._close_open(f"stopped: {outcome.error}"), partial(decide.fail_run, error=outcome.error))
+        else:
+            await self.decide(*self._close_open("cancelled: the run was cancelled"), decide.cancel_run)
+
+    def _close_open(self, error: str) -> list[Any]:
+        """Decisions that fail (and record) every open visit; a paused run's waiting visit is abandoned."""
+        decisions: list[Any] = []
+        paused = self.journal.run.status is RunStatus.PAUSED
+        for visit_uuid in sorted(self.journal.run.open_visits):
+            node_id = self.progress.visits[visit_uuid].node_id
+            close = decide.abandon_paused_visit if paused else decide.fail_visit
+            decisions.append(partial(close, visit_uuid=visit_uuid, node_id=node_id, error=error,
+                                     output=failure_envelope(error)))
+            if not paused:
+                decisions.append(partial(decide.record_visit, visit_uuid=visit_uuid, node_id=node_id))
+        return decisions
+
+    # ---- visits --------------------------------------------------------------------
+
+    async def start_visit(self, node: NodeDefinition, *, iter_seq: int, came_from: VisitProgress | None = None,
+                          predecessors: tuple[str, ...] = ()) -> VisitProgress:
+        """Open a visit of a node (a safe point: a pending cancel stops the run instead)."""
+        self.check_cancel()
+        visit_uuid = str(uuid4())
+        await self.decide(lambda run, at: decide.start_visit(
+            run, at, visit_uuid=visit_uuid, node_id=node.id, node_type=node.type, node_label=node.label or node.id,
+            iter_seq=iter_seq, sort_order=run.visit_count + 1,
+            from_node_id=came_from.node_id if came_from else None,
+            from_visit_uuid=came_from.visit_uuid if came_from else None,
+            predecessor_visit_uuids=predecessors,
+        ))
+        return self.progress.visits[visit_uuid]
+
+    async def skip(self, skips: list[Skip]) -> None:
+        """Record nodes a branch condition excluded, each as a skipped (and recorded) visit."""
+        decisions: list[Any] = []
+        for item in skips:
+            node, visit_uuid = self.node(item.node_id), str(uuid4())
+            decisions.append(partial(_skip, visit_uuid=visit_uuid, node=node, reason=item.reason))
+            decisions.append(partial(decide.record_visit, visit_uuid=visit_uuid, node_id=node.id))
+        await self.decide(*decisions)
+
+    async def run_visit(self, node: NodeDefinition, visit: VisitProgress, *, resumed: bool = False) -> VisitOutcome:
+        """Execute an open visit to its end: completed, failed, or paused on a question."""
+        ctx = self._context(node, visit)
+        tokens = self.services.tokens if node.type in MODEL_NODE_TYPES else None
+        try:
+            if tokens is not None:
+                ctx.toolbox = self._toolbox(visit)
+            outcome = await self._attempt(ctx, resumed)
+        finally:
+            if tokens is not None:
+                tokens.invalidate_visit(self.run_id, visit.visit_uuid)
+            await _close(ctx.toolbox)
+        if isinstance(outcome, Done):
+            await self.decide(
+                partial(decide.complete_visit, visit_uuid=visit.visit_uuid, node_id=node.id, output=outcome.envelope),
+                partial(decide.record_visit, visit_uuid=visit.visit_uuid, node_id=node.id),
+            )
+        return outcome
+
+    async def _attempt(self, ctx: VisitContext, resumed: bool) -> VisitOutcome:
+        """Run the node's executor; a failure is appended here, a pause is left to the runner."""
+        try:
+            if resumed:
+                await self._resume_note(ctx)
+            return Done(await self._timed(ctx))
+        except PauseForAnswer as ask:
+            return Paused(ctx.visit, ask)
+        except LlmCancelled as error:
+            if self.cancel_requested:
+                raise CancelHalt() from None
+            return await self._fail(ctx, f"model call cancelled: {error}")
+        except LlmError as error:
+            return await self._fail(ctx, describe_llm_error(error))
+        except VisitFailure as error:
+            return await self._fail(ctx, str(error))
+        except (CancelHalt, RunFailure):
+            raise
+        except Exception as error:
+            log.exception("visit %s of run %s failed unexpectedly", ctx.visit.visit_uuid, self.run_id)
+            return await self._fail(ctx, f"internal error: {type(error).__name__}: {error}")
+
+    def _context(self, node: NodeDefinition, visit: VisitProgress) -> VisitContext:
+        scope = self.progress.scope()
+        models = VisitModels(
+            self.engine.registry, node.data, iter_seq=visit.iter_seq, seed=f"{self.run_id}:{node.id}:{visit.iter_seq}",
+            pace_seconds=self.settings.scripted_pace_seconds, skip_turns=visit.turns_done, scope=scope,
+        )
+        return VisitContext(self, node, visit, models=models, scope=scope)
+
+    async def _timed(self, ctx: VisitContext) -> dict[str, Any]:
+        limit = ctx.data.get("timeoutSeconds")
+        seconds = float(limit) if isinstance(limit, (int, float)) and limit > 0 else self.settings.node_timeout_seconds
+        try:
+            async with asyncio.timeout(seconds):
+                return await EXECUTORS[ctx.node.type](ctx)
+        except TimeoutError:
+            raise VisitFailure(f"the node timed out after {seconds:g} s (its time limit)") from None
+
+    async def _fail(self, ctx: VisitContext, error: str) -> Failed:
+        visit, node_id = ctx.visit, ctx.node.id
+        await ctx.status(f"error: {error}")
+        await self.decide(
+            partial(decide.fail_visit, visit_uuid=visit.visit_uuid, node_id=node_id, error=error,
+                    output=failure_envelope(error)),
+            partial(decide.record_visit, visit_uuid=visit.visit_uuid, node_id=node_id),
+        )
+        return Failed(error)
+
+    async def _resume_note(self, ctx: VisitContext) -> None:
+        visit = ctx.visit
+        if visit.answers and not visit.streamed_since_checkpoint:
+            await ctx.status(f"answer received ({visit.answers[-1].answer}); continuing")
+            return
+        if visit.interrupted:
+            unsafe = self._unsafe_to_rerun(ctx.node, visit)
+            if unsafe:
+                raise VisitFailure(f"the engine stopped while this visit was running, and it cannot be re-run safely: {unsafe}")
+        where = "after the answer to its last question" if visit.answers else "from its start"
+        await ctx.status(f"this visit was interrupted (the engine stopped); running it again {where}")
+
+    def _unsafe_to_rerun(self, node: NodeDefinition, visit: VisitProgress) -> str | None:
+        if node.data.get("recoverable") is False:
+            return "the node is marked recoverable=false"
+        repeated = [name for name in visit.tools_since_checkpoint if not is_idempotent(name)]
+        if repeated:
+            return f"it had already called {', '.join(dict.fromkeys(repeated))}, which must not run twice"
+        return None
+
+    def _toolbox(self, visit: VisitProgress) -> Any:
+        """The context toolbox of a model visit (None when context tools are off or not installed)."""
+        factory = self.engine.toolbox_factory
+        tokens = self.services.tokens
+        if factory is None or tokens is None:
+            return None
+        try:
+            token = tokens.issue(self.run_id, visit.visit_uuid)
+            return None if token is None else factory(self.services, self.run_id, visit.visit_uuid, token)
+        except Exception as error:
+            log.warning("no context tools for visit %s of run %s: %s", visit.visit_uuid, self.run_id, type(error).__name__)
+            return None
+
+
+def _skip(run: Any, at: Any, *, visit_uuid: str, node: NodeDefinition, reason: str) -> Any:
+    return decide.skip_visit(
+        run, at, visit_uuid=visit_uuid, node_id=node.id, node_type=node.type, node_label=node.label or node.id,
+        sort_order=run.visit_count + 1, reason=reason,
+    )
+
+
+async def _close(toolbox: Any) -> None:
+    close = getattr(toolbox, "aclose", None)
+    if close is not None:
+        await close()

@@ -1,0 +1,109 @@
+"""The three shipped demos, end to end through real HTTP on both stores: create, start, follow, answer."""
+
+from __future__ import annotations
+
+import json
+from uuid import UUID
+
+import httpx
+import pytest
+from httpx_sse import aconnect_sse
+
+from tests.support.engine_runs import engine_settings
+from tests.support.server import RunningServer
+from tests.support.sse import Received, read_stream
+
+
+@pytest.fixture
+async def demo_server(store, tmp_path):
+    server = await RunningServer(engine_settings(store, tmp_path / "data", load_demos=True)).start()
+    yield server
+    await server.stop()
+
+
+async def create_and_start(client: httpx.AsyncClient, name: str, variables: dict) -> str:
+    created = await client.post(f"/api/v1/workflows/{name}/runs", json={"variables": variables})
+    assert created.status_code == 201, created.text
+    run_id = created.json()["data"]["runId"]
+    started = await client.post(f"/api/v1/workflows/{name}/runs/{run_id}/start")
+    assert started.status_code == 200, started.text
+    return run_id
+
+
+async def follow(client: httpx.AsyncClient, name: str, run_id: str) -> Received:
+    got = await read_stream(client, f"/api/v1/workflows/{name}/runs/{run_id}/stream")
+    assert got.ended and got.ids == sorted(set(got.ids))
+    return got
+
+
+def streamed(got: Received, node_id: str, kind: str) -> list[dict]:
+    return [d for d in got.data if d["type"] == "node_stream" and d["nodeId"] == node_id and d["kind"] == kind]
+
+
+def recorded(got: Received, node_id: str) -> list[dict]:
+    return [d["visit"] for d in got.data if d["type"] == "visit_recorded" and d["visit"]["nodeId"] == node_id]
+
+
+async def test_demo_report_researches_summarises_in_parallel_and_writes_the_report(demo_server):
+    async with demo_server.client() as client:
+        run_id = await create_and_start(client, "demo-report", {"topic": "tidal energy"})
+        got = await follow(client, "demo-report", run_id)
+    statuses = [d["content"] for d in streamed(got, "research", "status")]
+    report = recorded(got, "report")[0]
+    parallel = {v["visitUuid"] for node in ("summary", "key-points") for v in recorded(got, node)}
+    assert got.events[0] == "node_status" and got.data[0]["nodeId"] == "input"
+    assert streamed(got, "research", "thinking") and len(streamed(got, "research", "todo_update")) == 3
+    assert [d["toolName"] for d in streamed(got, "research", "tool_call")] == ["web_search", "web_search"]
+    assert len(streamed(got, "research", "tool_result")) == 2 and len(streamed(got, "research", "step")) == 3
+    assert statuses[0].startswith("output not valid JSON") and statuses[0].endswith("re-formatting (1/2)")
+    assert statuses[-1] == "re-formatted output is valid (1/2)"
+    assert set(report["predecessorVisitUuids"]) == parallel and len(parallel) == 2
+    complete = got.data[-1]
+    assert complete["type"] == "workflow_complete" and complete["workingDirFiles"] == ["report.md"]
+    assert complete["output"]["data"]["summary"].startswith("tidal energy is explained")
+    assert complete["output"]["data"]["sources"] == ["https://example.org/overview", "https://example.org/recent-study"]
+    text = (demo_server.services.workspace.path_for(UUID(run_id)) / "report.md").read_text()
+    assert text.startswith("# Report: tidal energy\n")
+
+
+async def test_demo_agentic_revisits_the_draft_after_a_back_edge_and_finishes(demo_server):
+    async with demo_server.client() as client:
+        run_id = await create_and_start(client, "demo-agentic", {"question": "Why is the sky blue?"})
+        got = await follow(client, "demo-agentic", run_id)
+    decisions = [d["decision"] for d in got.data if d["type"] == "planner_decision"]
+    drafts = recorded(got, "draft")
+    assert [d["nextNodeId"] for d in decisions] == ["draft", "review", "draft", None]
+    assert [(v["iterSeq"], v["fromNodeId"]) for v in drafts] == [(1, "input"), (2, "review")]
+    assert drafts[1]["predecessorVisitUuids"] == [recorded(got, "review")[0]["visitUuid"]]
+    assert len({v["visitUuid"] for v in drafts}) == 2
+    assert [v["sortOrder"] for v in sorted((d["visit"] for d in got.data if d["type"] == "visit_recorded"),
+                                           key=lambda v: v["sortOrder"])] == [1, 2, 3, 4, 5]
+    assert got.data[-1]["output"]["data"]["answer"].startswith('Draft 2: a short answer to "Why is the sky blue?"')
+
+
+async def read_until_question(client: httpx.AsyncClient, path: str) -> tuple[int, dict]:
+    """Read the stream until the clarify request; (its SSE id, its payload)."""
+    async with aconnect_sse(client, "GET", path, timeout=httpx.Timeout(30.0, read=60.0)) as source:
+        async for sse in source.aiter_sse():
+            if sse.data:
+                data = json.loads(sse.data)
+                if data.get("kind") == "clarify_request":
+                    return int(sse.id), json.loads(data["content"])
+    raise AssertionError("the stream ended without a question")
+
+
+async def test_demo_clarify_pauses_with_two_choices_and_finishes_with_the_answer(demo_server):
+    async with demo_server.client() as client:
+        run_id = await create_and_start(client, "demo-clarify", {"topic": "tides"})
+        path = f"/api/v1/workflows/demo-clarify/runs/{run_id}/stream"
+        position, question = await read_until_question(client, path)
+        state = (await client.get(f"/api/v1/runs/{run_id}/state")).json()["data"]
+        resumed = await client.post(f"/api/v1/runs/{run_id}/resume",
+                                    json={"clarifyId": question["clarify_id"], "answer": "short paragraph"})
+        rest = await read_stream(client, path, last_event_id=position)
+    assert question["choices"] == ["bullet list", "short paragraph"]
+    assert state["currentPause"]["clarifyId"] == question["clarify_id"]
+    assert state["currentPause"]["choices"] == ["bullet list", "short paragraph"]
+    assert resumed.json()["data"]["accepted"] is True
+    assert rest.ended and rest.events[-1] == "workflow_complete"
+    assert rest.data[-1]["output"]["data"]["format"] == "short paragraph"

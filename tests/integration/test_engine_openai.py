@@ -1,0 +1,72 @@
+"""An agent node through the OpenAI-compatible provider, against the fake server's real wire format."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from domain import events as ev
+from domain.run import RunStatus
+from tests.fakes.openai_server import fake_openai  # noqa: F401
+from tests.support.engine_runs import chunks, edge, engine_settings, events_of, node, of_type, running, start, wait_until, workflow
+
+KEY_ENV = "FLOWTRAIL_TEST_ENGINE_KEY"
+SECRET = "sk-engine-test-0123456789"
+
+
+@pytest.fixture
+async def services(fake_openai, tmp_path, monkeypatch):  # noqa: F811
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    models = [{"id": "fake", "base_url": fake_openai.base_url, "model": "fake-model", "api_key_env": KEY_ENV,
+               "timeout_seconds": 5, "first_token_timeout": 5},
+              {"id": "impatient", "base_url": fake_openai.base_url, "model": "fake-model",
+               "timeout_seconds": 0.3, "first_token_timeout": 0.3}]
+    settings = engine_settings(f"sqlite:///{tmp_path / 'flowtrail.db'}", tmp_path / "data", load_demos=False,
+                               models_json=json.dumps(models))
+    async with running(settings) as services:
+        work = node("work", "agent", model_id="fake", tools=["web_search"], prompt="Research {{topic}}")
+        out = node("out", "output", outputs=[{"name": "answer", "value": "{{work.text}}"}])
+        await services.catalogue.publish(workflow("openai-flow", [node("input", "userInput"), work, out],
+                                                  [edge("input", "work"), edge("work", "out")]))
+        yield services
+
+
+async def test_an_agent_visit_calls_a_tool_over_the_wire_and_answers(services, fake_openai):  # noqa: F811
+    fake_openai.will_call_tools(("call_a", "web_search", ['{"que', 'ry": "tides"}']))
+    fake_openai.will_stream_text("Tides ", "are ", "predictable.", reasoning=("Reading ", "the results."))
+    run_id = await start(services, "openai-flow", {"topic": "tides"})
+    run = await wait_until(services, run_id)
+    events = await events_of(services, run_id)
+    second = fake_openai.requests[1].body
+    assert run.status is RunStatus.SUCCEEDED
+    assert [(c.tool_name, c.content) for c in chunks(events, "tool_call", "work")] == [("web_search", '{"query": "tides"}')]
+    assert "".join(c.content for c in chunks(events, "thinking", "work")) == "Reading the results."
+    assert of_type(events, ev.RunCompleted)[0].output["data"] == {"answer": "Tides are predictable."}
+    offered = [t["function"]["name"] for t in second["tools"]]
+    assert offered[0] == "web_search" and {"get_predecessor_paths", "get_node_output", "get_node_meta"} <= set(offered)
+    assert second["messages"][-1]["role"] == "tool" and second["messages"][-1]["tool_call_id"] == "call_a"
+    assert fake_openai.requests[0].headers["authorization"] == f"Bearer {SECRET}"
+    assert not any(SECRET in str(event) for event in events)
+
+
+async def test_a_stream_that_breaks_over_the_wire_fails_the_visit_cleanly(services, fake_openai):  # noqa: F811
+    fake_openai.will_break_after("Tides ", "are")
+    run_id = await start(services, "openai-flow", {"topic": "tides"})
+    run = await wait_until(services, run_id)
+    events = await events_of(services, run_id)
+    assert run.status is RunStatus.FAILED
+    assert of_type(events, ev.VisitFailed)[0].error.startswith("model stream broke")
+    assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
+
+
+async def test_a_model_that_stops_answering_fails_the_visit_with_a_timeout(services, fake_openai):  # noqa: F811
+    work = node("work", "llm", model_id="impatient", prompt="Say something")
+    await services.catalogue.publish(workflow("impatient-flow", [work, node("out", "output")], [edge("work", "out")]))
+    fake_openai.will_hang_after("Tides ")
+    run_id = await start(services, "impatient-flow")
+    await wait_until(services, run_id)
+    events = await events_of(services, run_id)
+    error = of_type(events, ev.VisitFailed)[0].error
+    assert error.startswith("model call timed out")
+    assert [c.content for c in chunks(events, "status", "work")] == [f"error: {error}"]

@@ -1,0 +1,208 @@
+"""The engine drives runs on both stores: DAG scheduling and branches, failures that stay clean, limits."""
+
+from __future__ import annotations
+
+import pytest
+
+from domain import events as ev
+from domain.errors import GraphInvalid, RunAlreadyFinished, RunAlreadyStarted
+from domain.run import RunStatus
+from tests.support.engine_runs import (
+    chunks,
+    edge,
+    engine_settings,
+    events_of,
+    node,
+    of_type,
+    positions_are_contiguous,
+    running,
+    start,
+    text_turn,
+    wait_until,
+    workflow,
+)
+
+OUT = node("out", "output", outputs=[{"name": "result", "value": "{{work.text}}"}])
+
+
+@pytest.fixture
+async def services(store, tmp_path):
+    async with running(engine_settings(store, tmp_path / "data", load_demos=False, node_timeout_seconds=5)) as services:
+        yield services
+
+
+async def run_one(services, work: dict, *, out: dict = OUT, variables: dict | None = None):
+    """Publish input -> work -> out, run it to its end; (final run state, events)."""
+    await services.catalogue.publish(workflow("one-node", [node("input", "userInput"), work, out],
+                                              [edge("input", work["id"]), edge(work["id"], out["id"])]))
+    run_id = await start(services, "one-node", variables or {"topic": "tides"})
+    run = await wait_until(services, run_id)
+    return run, await events_of(services, run_id)
+
+
+async def test_independent_nodes_run_concurrently_and_the_join_waits_for_both(services):
+    slow = [[{"sleep": 0.15}, {"text": "done"}]]
+    await services.catalogue.publish(workflow("fan", [
+        node("input", "userInput"),
+        node("left", "llm", model_id="scripted", script=slow),
+        node("right", "llm", model_id="scripted", script=slow),
+        node("out", "output", outputs=[{"name": "both", "value": "{{left.text}} {{right.text}}"}]),
+    ], [edge("input", "left"), edge("input", "right"), edge("left", "out"), edge("right", "out")]))
+    run_id = await start(services, "fan")
+    run = await wait_until(services, run_id)
+    events = await events_of(services, run_id)
+    order = [(type(e).__name__, getattr(e, "node_id", None)) for e in events
+             if isinstance(e, (ev.VisitStarted, ev.VisitCompleted))]
+    assert run.status is RunStatus.SUCCEEDED
+    assert order.index(("VisitStarted", "right")) < order.index(("VisitCompleted", "left"))
+    assert order.index(("VisitStarted", "left")) < order.index(("VisitCompleted", "right"))
+    joined = [e for e in of_type(events, ev.VisitStarted) if e.node_id == "out"][0]
+    assert set(joined.predecessor_visit_uuids) == {e.visit_uuid for e in of_type(events, ev.VisitStarted)
+                                                   if e.node_id in ("left", "right")}
+    assert of_type(events, ev.RunCompleted)[0].output["data"] == {"both": "done done"}
+
+
+async def test_a_false_condition_skips_the_node_and_every_node_only_reachable_through_it(services):
+    await services.catalogue.publish(workflow("branch", [
+        node("input", "userInput"),
+        node("gate", "smartAction", model_id="scripted", actions=["short", "long"],
+             script=[text_turn('{"action": "short", "reason": "the topic is small"}')]),
+        node("brief", "llm", model_id="scripted", script=[text_turn("brief text")]),
+        node("essay", "llm", model_id="scripted", script=[text_turn("long text")]),
+        node("polish", "llm", model_id="scripted", script=[text_turn("polished")]),
+        node("out", "output", outputs=[{"name": "action", "value": "{{gate.action}}"}]),
+    ], [
+        edge("input", "gate"),
+        edge("gate", "brief", '{{gate.action}} == "short"'),
+        edge("gate", "essay", '{{gate.action}} == "long"'),
+        edge("essay", "polish"),
+        edge("brief", "out"), edge("polish", "out"),
+    ]))
+    run_id = await start(services, "branch")
+    run = await wait_until(services, run_id)
+    events = await events_of(services, run_id)
+    skipped = {e.node_id: e.reason for e in of_type(events, ev.VisitSkipped)}
+    assert run.status is RunStatus.SUCCEEDED
+    assert skipped == {
+        "essay": "condition '{{gate.action}} == \"long\"' on the edge from 'gate' is false",
+        "polish": "predecessor 'essay' was skipped",
+    }
+    recorded = {e.visit_uuid for e in of_type(events, ev.VisitRecorded)}
+    assert {e.visit_uuid for e in of_type(events, ev.VisitSkipped)} <= recorded
+    assert of_type(events, ev.RunCompleted)[0].output["data"] == {"action": "short"}
+
+
+async def test_a_missing_reference_fails_the_visit_naming_it(services):
+    run, events = await run_one(services, node("work", "llm", model_id="scripted", prompt="Use {{research.summary}}"))
+    failed = of_type(events, ev.VisitFailed)[0]
+    assert run.status is RunStatus.FAILED
+    assert "{{research.summary}}" in failed.error and "research" in failed.error
+    assert of_type(events, ev.RunFailed)[0].error.startswith("node 'work' failed: prompt: missing reference")
+
+
+async def test_an_answer_that_never_validates_fails_the_visit_listing_what_is_wrong(services):
+    work = node("work", "llm", model_id="scripted", runtimeMaxRetries=1, formatMaxRetries=1,
+                outputs=[{"name": "title", "type": "string", "required": True},
+                         {"name": "count", "type": "number", "required": True}],
+                script={"turns": [text_turn("just prose, no JSON")], "reformat": [text_turn('{"count": "many"}')]})
+    run, events = await run_one(services, work)
+    statuses = [c.content for c in chunks(events, "status", "work")]
+    failed = of_type(events, ev.VisitFailed)[0]
+    assert run.status is RunStatus.FAILED
+    assert [s.split("; ")[-1] for s in statuses[:3]] == ["re-formatting (1/1)", "re-running the node (1/1)", "re-formatting (1/1)"]
+    assert "missing required field(s): title" in failed.error and "count (expected number)" in failed.error
+    assert failed.output == {"status": 400, "message": failed.error, "data": None}
+    assert positions_are_contiguous(events)
+
+
+async def test_an_answer_repaired_by_a_rerun_is_accepted(services):
+    work = node("work", "llm", model_id="scripted", formatMaxRetries=0,
+                outputs=[{"name": "title", "type": "string", "required": True}],
+                script=[text_turn("not json"), text_turn('{"title": "Tides"}')])
+    run, events = await run_one(services, work, out=node("out", "output", outputs=[{"name": "t", "value": "{{work.title}}"}]))
+    assert run.status is RunStatus.SUCCEEDED
+    assert [c.content for c in chunks(events, "status", "work")][-1] == "re-run output is valid (1/2)"
+    assert of_type(events, ev.RunCompleted)[0].output["data"] == {"t": "Tides"}
+
+
+@pytest.mark.parametrize(("step", "expected"), [
+    ({"break": None}, "model stream broke: scripted stream broke mid-turn"),
+    ({"fail": "upstream exploded"}, "model endpoint answered 500: server error - upstream exploded"),
+    ({"hang": None}, "the node timed out after 0.2 s (its time limit)"),
+])
+async def test_a_model_that_breaks_fails_or_hangs_fails_the_visit_cleanly(services, step, expected):
+    work = node("work", "agent", model_id="scripted", timeoutSeconds=0.2,
+                script=[[{"thinking": "let me think about this"}, step]])
+    run, events = await run_one(services, work)
+    assert run.status is RunStatus.FAILED
+    assert of_type(events, ev.VisitFailed)[0].error == expected
+    assert [c.content for c in chunks(events, "status", "work")] == [f"error: {expected}"]
+    assert "".join(c.content for c in chunks(events, "thinking", "work")) == "let me think about this"
+    assert of_type(events, ev.RunFailed)[0].error == f"node 'work' failed: {expected}"
+    assert positions_are_contiguous(events)
+
+
+async def test_a_run_past_its_time_limit_fails_and_closes_its_open_visit(store, tmp_path):
+    settings = engine_settings(store, tmp_path / "data", load_demos=False, run_timeout_seconds=0.3)
+    async with running(settings) as services:
+        run, events = await run_one(services, node("work", "llm", model_id="scripted", script=[[{"hang": None}]]))
+    assert run.status is RunStatus.FAILED
+    assert of_type(events, ev.RunFailed)[0].error == "the run timed out after 0.3 s (its time limit)"
+    assert of_type(events, ev.VisitFailed)[0].error.startswith("stopped: the run timed out")
+
+
+async def test_an_agent_calls_its_tools_and_writes_into_the_workspace(services):
+    work = node("work", "agent", model_id="scripted", tools=["web_search", "write_file"], script=[
+        [{"tool_call": {"name": "web_search", "arguments": {"query": "{{topic}}"}}}],
+        [{"tool_call": {"name": "write_file", "arguments": {"path": "notes/../../escape.md", "content": "x"}}},
+         {"tool_call": {"name": "write_file", "arguments": {"path": "notes/{{topic}}.md", "content": "about {{topic}}"}}}],
+        [{"tool_call": {"name": "launch_rockets", "arguments": {}}}],
+        text_turn("finished"),
+    ])
+    run, events = await run_one(services, work)
+    results = [(c.tool_name, c.content) for c in chunks(events, "tool_result", "work")]
+    steps = [c.content for c in chunks(events, "step", "work")]
+    assert run.status is RunStatus.SUCCEEDED
+    assert results[0][0] == "web_search" and '"query":"tides"' in results[0][1]
+    assert results[1] == ("write_file", "error: path 'notes/../../escape.md' escapes the workspace")
+    assert results[2] == ("write_file", "wrote 11 bytes to notes/tides.md")
+    assert results[3] == ("launch_rockets", "error: no tool named 'launch_rockets' is available to this node")
+    assert steps[1] == '{"iteration":2,"prev_tools":["web_search"]}'
+    assert of_type(events, ev.RunCompleted)[0].working_dir_files == ("notes/tides.md",)
+
+
+async def test_a_required_input_that_is_missing_fails_the_first_visit(services):
+    inputs = node("input", "userInput", inputs=[{"name": "topic", "required": True}])
+    await services.catalogue.publish(workflow("needs-topic", [inputs, OUT | {"data": {"outputs": []}}],
+                                              [edge("input", "out")]))
+    run_id = await start(services, "needs-topic", {"other": 1})
+    run = await wait_until(services, run_id)
+    events = await events_of(services, run_id)
+    assert run.status is RunStatus.FAILED
+    assert of_type(events, ev.VisitFailed)[0].error == "required input(s) not given: topic"
+
+
+async def test_a_run_cannot_be_started_twice_nor_after_it_finished(services):
+    await services.catalogue.publish(workflow("slow", [node("work", "llm", model_id="scripted", script=[
+        [{"sleep": 0.2}, {"text": "ok"}]]), OUT], [edge("work", "out")]))
+    run_id = await start(services, "slow")
+    with pytest.raises(RunAlreadyStarted):
+        await services.engine.start(run_id)
+    await wait_until(services, run_id)
+    with pytest.raises(RunAlreadyFinished):
+        await services.engine.start(run_id)
+    assert len(of_type(await events_of(services, run_id), ev.RunStarted)) == 1
+
+
+async def test_an_invalid_graph_is_refused_with_every_problem_listed(services):
+    bad = workflow("bad-graph", [node("a", "llm"), node("b", "mystery"), node("a", "llm")],
+                   [edge("a", "ghost"), edge("b", "b")])
+    with pytest.raises(GraphInvalid) as refused:
+        await services.catalogue.publish(bad)
+    problems = refused.value.problems
+    assert refused.value.code == "GRAPH_INVALID"
+    assert "node id 'a' is used by 2 nodes" in problems
+    assert any("unknown type 'mystery'" in p for p in problems)
+    assert any("unknown target 'ghost'" in p for p in problems)
+    assert any("self-loop" in p for p in problems)
+    assert "workflow has no output node" in problems

@@ -1,0 +1,204 @@
+"""The external API under test: a server with seed-like keys and workflows, and a hand-driven engine.
+
+`ManualEngine` implements the engine's interface (start, answer, cancel) with the run
+writer and nothing else, so contract tests decide exactly what each run does next.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, AsyncIterator
+from uuid import UUID, uuid4
+
+import pytest
+
+from domain import run as decide
+from domain.errors import IllegalTransition
+from engine.bootstrap import Services
+from engine.settings import ApiKey, UploadSettings
+from tests.support.server import RunningServer, server_settings
+from tests.support.stores import drop_schema, store_url
+
+DEMO_KEY = "demo-key"
+SCOPED_KEY = "scoped-key"
+ID_SCOPED_KEY = "id-scoped-key"
+
+KEYS = (
+    ApiKey(key=DEMO_KEY, id="demo"),
+    ApiKey(key=SCOPED_KEY, id="scoped", workflow_names=("report-pipeline",)),
+    ApiKey(key=ID_SCOPED_KEY, id="id-scoped", workflow_ids=(2,)),
+)
+
+MILITARY = {
+    "name": "military-analyze-agent",
+    "displayName": "军事分析助手",
+    "description": "分析一个主题并写出报告",
+    "mode": "DAG",
+    "nodes": [
+        {"id": "node-1", "type": "userInput", "label": "输入", "data": {"inputs": [
+            {"name": "topic", "type": "string", "required": True, "description": "主题"},
+            {"name": "maxTokens", "type": "number"},
+        ]}},
+        {"id": "node-2", "type": "agent", "label": "研究助手", "data": {"prompt": "研究 {{topic}}"}},
+        {"id": "node-3", "type": "output", "label": "输出", "data": {"outputs": [
+            {"name": "summary", "type": "string", "value": "{{node-2.research}}", "description": "摘要"},
+        ]}},
+    ],
+    "edges": [{"source": "node-1", "target": "node-2"}, {"source": "node-2", "target": "node-3"}],
+}
+
+REPORT = {
+    "name": "report-pipeline",
+    "displayName": "报告流水线",
+    "mode": "DAG",
+    "nodes": [
+        {"id": "input", "type": "userInput", "data": {"inputs": [{"name": "topic"}]}},
+        {"id": "done", "type": "output", "data": {"outputs": [{"name": "report", "value": "{{topic}}"}]}},
+    ],
+    "edges": [{"source": "input", "target": "done"}],
+}
+
+OK_ENVELOPE = {"status": 200, "message": "调用成功", "data": {"research": "..."}}
+
+
+class ManualEngine:
+    """The engine interface, driven by hand: start/answer/cancel append exactly one fact each."""
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.replaced = services.engine if not isinstance(services.engine, ManualEngine) else services.engine.replaced
+        self.started: list[UUID] = []
+
+    async def recover(self) -> None:
+        """Nothing executes, so nothing is recovered."""
+
+    async def close(self) -> None:
+        """Release what the real engine it stands in for holds."""
+        if self.replaced is not None:
+            await self.replaced.close()
+
+    async def start(self, run_id: UUID) -> None:
+        """Append RunStarted (the domain refuses a second start)."""
+        writer = await self.services.runs.writer(run_id)
+        await writer.decide(decide.start_run)
+        self.started.append(run_id)
+
+    async def answer(self, run_id: UUID, clarify_id: str, answer: str) -> bool:
+        """Append ClarifyAnswered; the run is not woken (nothing executes), so not accepted."""
+        writer = await self.services.runs.writer(run_id)
+        await writer.decide(lambda run, at: decide.answer_clarify(run, at, clarify_id=clarify_id, answer=answer))
+        return True
+
+    async def cancel(self, run_id: UUID) -> str:
+        """Record the request; confirming it is up to the test (`confirm_cancel`)."""
+        writer = await self.services.runs.writer(run_id)
+        run = writer.run
+        if run.status.is_terminal:
+            return "already_finished"
+        if run.cancel_requested:
+            return "already_requested"
+        await writer.decide(decide.request_cancel)
+        return "requested"
+
+
+async def start_api_server(
+    store: str, data_dir: Path, *, keys: tuple[ApiKey, ...] = KEYS, uploads: UploadSettings | None = None,
+    manual: bool = True, **stream: Any,
+) -> RunningServer:
+    """A server over `store` with the seed's keys and the two test workflows published."""
+    settings = replace(server_settings(store, data_dir, **stream), api_keys=keys)
+    if uploads is not None:
+        settings = replace(settings, uploads=uploads)
+    server = RunningServer(settings)
+    if manual:
+        server.services.engine = ManualEngine(server.services)
+    await server.start()
+    await server.services.catalogue.publish(MILITARY)
+    await server.services.catalogue.publish(REPORT)
+    return server
+
+
+async def shared_api(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RunningServer]:
+    """One API server per store kind for a whole test module (tests make their own runs)."""
+    tmp = tmp_path_factory.mktemp(f"api-{request.param}")
+    url, schema = store_url(request.param, tmp)
+    server = await start_api_server(url, tmp / "data", keepalive_seconds=0.5)
+    try:
+        yield server
+    finally:
+        await server.stop()
+        if schema is not None:
+            drop_schema(schema)
+
+
+def api_fixture() -> Any:
+    """The module-scoped `api` fixture, once per store kind."""
+    return pytest.fixture(scope="module", params=["sqlite", "postgres"], name="api")(shared_api)
+
+
+async def open_visit(services: Services, run_id: UUID, node_id: str = "node-2", label: str = "研究助手") -> str:
+    """Start a visit of a node in a started run; returns its uuid."""
+    writer = await services.runs.writer(run_id)
+    visit_uuid = uuid4().hex
+    await writer.decide(lambda run, at: decide.start_visit(
+        run, at, visit_uuid=visit_uuid, node_id=node_id, node_type="agent", node_label=label,
+        iter_seq=1, sort_order=run.visit_count + 1,
+    ))
+    return visit_uuid
+
+
+async def stream(services: Services, run_id: UUID, visit_uuid: str, kind: str, content: str,
+                 node_id: str = "node-2", tool_name: str | None = None) -> None:
+    """Append one stream chunk and flush it."""
+    writer = await services.runs.writer(run_id)
+    await writer.stream(visit_uuid=visit_uuid, node_id=node_id, kind=kind, content=content, tool_name=tool_name)
+    await writer.flush()
+
+
+async def ask(services: Services, run_id: UUID, visit_uuid: str, clarify_id: str, question: str,
+              choices: tuple[str, ...], node_id: str = "node-2") -> None:
+    """Pause the run with a question."""
+    writer = await services.runs.writer(run_id)
+    await writer.decide(lambda run, at: decide.request_clarify(
+        run, at, clarify_id=clarify_id, visit_uuid=visit_uuid, node_id=node_id, question=question, choices=choices,
+    ))
+
+
+async def complete_visit(services: Services, run_id: UUID, visit_uuid: str, node_id: str = "node-2",
+                         output: dict[str, Any] = OK_ENVELOPE) -> None:
+    """Close a visit with an output envelope and record it."""
+    writer = await services.runs.writer(run_id)
+    await writer.decide(
+        lambda run, at: decide.complete_visit(run, at, visit_uuid=visit_uuid, node_id=node_id, output=output),
+        lambda run, at: decide.record_visit(run, at, visit_uuid=visit_uuid, node_id=node_id),
+    )
+
+
+async def finish(services: Services, run_id: UUID, data: Any = None) -> None:
+    """Complete the run with the seed's output envelope."""
+    writer = await services.runs.writer(run_id)
+    output = {"status": 200, "message": "工作流执行成功", "data": data if data is not None else {"summary": "本报告探讨了..."}}
+    await writer.decide(lambda run, at: decide.complete_run(run, at, output=output))
+
+
+async def fail(services: Services, run_id: UUID, error: str) -> None:
+    """Fail the run."""
+    writer = await services.runs.writer(run_id)
+    await writer.decide(lambda run, at: decide.fail_run(run, at, error=error))
+
+
+async def confirm_cancel(services: Services, run_id: UUID) -> None:
+    """The engine confirms it stopped the run."""
+    writer = await services.runs.writer(run_id)
+    await writer.decide(decide.cancel_run)
+
+
+def refuses(exc: BaseException) -> bool:
+    """True for the domain's refusals (used by tests that race)."""
+    return isinstance(exc, IllegalTransition)
+
+
+async def log_end(services: Services) -> int:
+    """The newest notification id of the whole log (to prove a refusal appended nothing)."""
+    return await services.log.call(services.log.log.max_notification_id)

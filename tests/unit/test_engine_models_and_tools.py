@@ -1,0 +1,67 @@
+"""Per-visit scripted providers and the built-in demo tools."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.execution.models import parse_models, scripted_from, visit_script
+from engine.execution.tools import BUILTIN_TOOLS, is_idempotent, unknown_tools
+from engine.llm import CompletionRequest, Message, collect
+
+SCRIPT = {"turns": [[{"text": "one"}], [{"text": "two"}], [{"text": "three"}]], "reformat": [[{"text": "{}"}]]}
+
+
+async def answer(provider, purpose="node") -> str:
+    request = CompletionRequest(messages=[Message("user", "go")], purpose=purpose)
+    return (await collect(provider.stream(request))).text
+
+
+async def test_a_resumed_visit_plays_its_script_after_the_turns_it_already_played():
+    provider = scripted_from(SCRIPT, skip_turns=2, seed="s", pace_seconds=0)
+    assert [await answer(provider), await answer(provider)] == ["three", "three"]
+    assert await answer(provider, "reformat") == "{}"
+
+
+async def test_skipping_past_the_end_keeps_the_last_turn():
+    assert await answer(scripted_from(SCRIPT, skip_turns=9, seed="s", pace_seconds=0)) == "three"
+
+
+def test_each_visit_of_a_node_can_have_its_own_script_and_the_last_repeats():
+    data = {"scripts": ["first", "second"], "script": "ignored"}
+    assert [visit_script(data, n) for n in (1, 2, 3)] == ["first", "second", "second"]
+    assert visit_script({"script": "only"}, 5) == "only"
+
+
+def test_models_are_read_from_json_and_bad_json_is_named():
+    assert parse_models('[{"id": "m", "base_url": "http://127.0.0.1:1/v1", "model": "x"}]')[0].id == "m"
+    assert parse_models("") == []
+    with pytest.raises(ValueError, match="FLOWTRAIL_MODELS"):
+        parse_models('[{"id": 1}]')
+
+
+class Host:
+    def __init__(self, workspace=None):
+        self.run_id = None
+        self.workspace = workspace
+        self.streamed: list[tuple] = []
+
+    async def stream(self, kind, content, tool_name=None):
+        self.streamed.append((kind, content, tool_name))
+
+
+async def test_web_search_is_deterministic_and_needs_a_query():
+    first = await BUILTIN_TOOLS["web_search"].run(Host(), {"query": "tides"})
+    assert first == await BUILTIN_TOOLS["web_search"].run(Host(), {"query": "tides"})
+    assert '"url":"https://example.org/tides/' in first
+
+
+async def test_todo_write_streams_the_list_as_a_todo_update():
+    host = Host()
+    result = await BUILTIN_TOOLS["todo_write"].run(host, {"todos": [{"content": "read", "status": "done"}]})
+    assert result == "todo list updated (1 items)"
+    assert host.streamed == [("todo_update", '[{"content":"read","status":"done"}]', "todo")]
+
+
+def test_unknown_tool_names_are_reported_and_builtins_are_safe_to_repeat():
+    assert unknown_tools(["web_search", "fly"]) == ["fly"]
+    assert all(is_idempotent(name) for name in BUILTIN_TOOLS)
