@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 from litestar import Litestar
 from litestar.config.cors import CORSConfig
 from litestar.di import Provide
@@ -15,6 +17,12 @@ from api.routes import CONTROLLERS
 from engine.bootstrap import Services
 
 
+def freeze_startup_heap() -> None:
+    """Move everything allocated at start-up out of the collector's way (shorter GC pauses)."""
+    gc.collect()
+    gc.freeze()
+
+
 def create_app(services: Services) -> Litestar:
     """A Litestar app serving `services`; it starts and closes them with the server."""
     return Litestar(
@@ -24,7 +32,7 @@ def create_app(services: Services) -> Litestar:
             "caller": Provide(caller_key),
         },
         exception_handlers={Exception: handle_exception},
-        on_startup=[services.start],
+        on_startup=[services.start, freeze_startup_heap],
         on_shutdown=[services.close],
         cors_config=CORSConfig(allow_origins=["*"], allow_headers=["*"], allow_methods=["*"], expose_headers=["*"]),
         openapi_config=OpenAPIConfig(

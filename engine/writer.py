@@ -1,7 +1,8 @@
 """The single writer of one run in this process: decide, append, then publish, in order.
 
 Stream chunks are buffered for a short window; consecutive thinking chunks of one visit
-are merged, and everything buffered is appended in one transaction.
+are merged (chunks of other visits in between do not break the run), and everything
+buffered is appended in one transaction.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class RunWriter:
         self.coalesce_seconds = coalesce_seconds
         self._lock = asyncio.Lock()
         self._chunks: list[_Chunk] = []
+        self._last_of_visit: dict[str, _Chunk] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._flush_error: BaseException | None = None
         self.chunks_received = 0
@@ -70,11 +72,13 @@ class RunWriter:
         at = utcnow()
         stream_chunk(self.run, at, visit_uuid=visit_uuid, node_id=node_id, kind=kind, content=content, tool_name=tool_name)
         self.chunks_received += 1
-        last = self._chunks[-1] if self._chunks else None
+        last = self._last_of_visit.get(visit_uuid)
         if last is not None and last.merges_with(visit_uuid, kind, tool_name):
             last.parts.append(content)
         else:
-            self._chunks.append(_Chunk(visit_uuid, node_id, kind, content, tool_name, at))
+            chunk = _Chunk(visit_uuid, node_id, kind, content, tool_name, at)
+            self._chunks.append(chunk)
+            self._last_of_visit[visit_uuid] = chunk
         if self.coalesce_seconds <= 0 or len(self._chunks) >= MAX_BUFFERED_CHUNKS:
             await self.flush()
         elif self._timer is None:
@@ -106,6 +110,7 @@ class RunWriter:
         if not self._chunks:
             return
         chunks, self._chunks = self._chunks, []
+        self._last_of_visit = {}
         run, events = self.run, []
         for chunk in chunks:
             event = stream_chunk(

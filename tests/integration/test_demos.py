@@ -68,7 +68,7 @@ async def test_demo_report_researches_summarises_in_parallel_and_writes_the_repo
 
 async def test_demo_agentic_revisits_the_draft_after_a_back_edge_and_finishes(demo_server):
     async with demo_server.client() as client:
-        run_id = await create_and_start(client, "demo-agentic", {"question": "Why is the sky blue?"})
+        run_id = await create_and_start(client, "demo-agentic", {"topic": "tides"})
         got = await follow(client, "demo-agentic", run_id)
     decisions = [d["decision"] for d in got.data if d["type"] == "planner_decision"]
     drafts = recorded(got, "draft")
@@ -78,7 +78,7 @@ async def test_demo_agentic_revisits_the_draft_after_a_back_edge_and_finishes(de
     assert len({v["visitUuid"] for v in drafts}) == 2
     assert [v["sortOrder"] for v in sorted((d["visit"] for d in got.data if d["type"] == "visit_recorded"),
                                            key=lambda v: v["sortOrder"])] == [1, 2, 3, 4, 5]
-    assert got.data[-1]["output"]["data"]["answer"].startswith('Draft 2: a short answer to "Why is the sky blue?"')
+    assert got.data[-1]["output"]["data"]["answer"].startswith("Draft 2: a short answer about tides")
 
 
 async def read_until_question(client: httpx.AsyncClient, path: str) -> tuple[int, dict]:
@@ -107,3 +107,37 @@ async def test_demo_clarify_pauses_with_two_choices_and_finishes_with_the_answer
     assert resumed.json()["data"]["accepted"] is True
     assert rest.ended and rest.events[-1] == "workflow_complete"
     assert rest.data[-1]["output"]["data"]["format"] == "short paragraph"
+
+
+def tool_results(got: Received, node_id: str) -> dict[str, list]:
+    """Full tool results of a node's visits, from the recorded visits' logs (the stream truncates them)."""
+    results: dict[str, list] = {}
+    for visit in recorded(got, node_id):
+        for entry in json.loads(visit["logsJson"]):
+            if entry["type"] == "TOOL_RESULT":
+                detail = entry["detail"]
+                results.setdefault(entry["message"], []).append(json.loads(detail) if detail.startswith("{") else detail)
+    return results
+
+
+async def test_demo_reports_key_points_node_reads_the_research_through_the_context_tools(demo_server):
+    async with demo_server.client() as client:
+        run_id = await create_and_start(client, "demo-report", {"topic": "tidal energy"})
+        got = await follow(client, "demo-report", run_id)
+    calls = [d["toolName"] for d in streamed(got, "key-points", "tool_call")]
+    results = tool_results(got, "key-points")
+    assert calls == ["get_predecessor_paths", "get_node_output", "get_node_meta"]
+    assert results["get_predecessor_paths"][0]["paths"][0]["sequence"] == ["input", "research", "key-points"]
+    assert "https://example.org/overview" in json.dumps(results["get_node_output"][0])
+    assert "error" not in results["get_node_meta"][0]
+
+
+async def test_demo_agentics_revisited_draft_sees_the_back_edge_through_the_context_tools(demo_server):
+    async with demo_server.client() as client:
+        run_id = await create_and_start(client, "demo-agentic", {"topic": "tides"})
+        got = await follow(client, "demo-agentic", run_id)
+    results = tool_results(got, "draft")
+    paths = results["get_predecessor_paths"][0]
+    assert paths["backtrackEdgeKeys"] == ["review->draft"]
+    assert paths["paths"][0]["sequence"] == ["input", "draft", "review", "draft"]
+    assert all("error" not in r for outputs in results.values() for r in outputs if isinstance(r, dict))

@@ -90,3 +90,18 @@ async def test_concurrent_writes_to_one_run_are_serialised(services):
     events = await services.runs.events(run_id)
     assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
     assert len({e.visit_uuid for e in events if isinstance(e, ev.VisitStarted)}) == len(visits) == 10
+
+
+async def test_thinking_of_parallel_visits_is_merged_per_visit_and_keeps_each_visits_order(services):
+    run_id = await new_run(services)
+    writer = await services.runs.writer(run_id)
+    left, right = await open_visit(writer, "left"), await open_visit(writer, "right")
+    for i in range(100):
+        await writer.stream(visit_uuid=left, node_id="left", kind="thinking", content=f"L{i} ")
+        await writer.stream(visit_uuid=right, node_id="right", kind="thinking", content=f"R{i} ")
+    await writer.flush()
+    streamed = [e for e in await services.runs.events(run_id) if isinstance(e, ev.NodeStreamed)]
+    assert len(streamed) < 10
+    for visit, prefix in ((left, "L"), (right, "R")):
+        text = "".join(e.content for e in streamed if e.visit_uuid == visit)
+        assert text == "".join(f"{prefix}{i} " for i in range(100))
