@@ -36,6 +36,33 @@ def _line(event: str, data: dict[str, Any]) -> str | None:
     return f"{event}: {data.get('error')}"
 
 
+class StreamPrinter:
+    """Prints one line per message, except thinking, which flows on as running text."""
+
+    def __init__(self) -> None:
+        self.thinking_visit: str | None = None
+
+    def show(self, sse_id: str, event: str, data: dict[str, Any]) -> None:
+        """Print one message."""
+        if event == "node_stream" and data.get("kind") == "thinking":
+            if self.thinking_visit != data["visitUuid"]:
+                self.end_line()
+                print(f"{sse_id:>5} [{data['nodeId']}] thinking: ", end="")
+                self.thinking_visit = data["visitUuid"]
+            print(data["content"], end="", flush=True)
+            return
+        line = _line(event, data)
+        if line:
+            self.end_line()
+            print(f"{sse_id:>5} {line}", flush=True)
+
+    def end_line(self) -> None:
+        """Finish a running line of thinking."""
+        if self.thinking_visit is not None:
+            print()
+            self.thinking_visit = None
+
+
 async def _wait_until_up(client: httpx.AsyncClient) -> None:
     for _ in range(300):
         try:
@@ -69,15 +96,15 @@ async def run_demo(workflow: str, url: str, key: str) -> int:
         run, links = created["data"], created["data"]["links"]
         print(f"run {run['runId']} of {run['workflowName']} created; watch it: GET {links['stream']}")
         await client.post(links["start"])
+        printer = StreamPrinter()
         async with aconnect_sse(client, "GET", links["stream"]) as source:
             async for sse in source.aiter_sse():
                 if not sse.data:
                     continue
                 data = json.loads(sse.data)
-                line = _line(sse.event, data)
-                if line:
-                    print(f"{sse.id:>5} {line}", flush=True)
+                printer.show(sse.id, sse.event, data)
                 await _answer_if_asked(client, run["runId"], data)
+        printer.end_line()
         result = (await client.get(links["result"])).json()["data"]
         print(f"run {result['runId']} finished {result['status']}; result: GET {links['result']}")
         return 0 if result["status"] == "SUCCESS" else 1

@@ -16,6 +16,7 @@ log = logging.getLogger("flowtrail")
 def serve() -> int:
     """Build the service from the environment and serve until interrupted."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     settings = Settings.from_env()
     services = build_services(settings)
     if settings.demo_key_in_use:
