@@ -12,7 +12,6 @@ from typing import Any
 
 import msgspec
 from litestar import Controller, Request, get, post
-
 from litestar.di import NamedDependency
 from litestar.params import FromPath
 
@@ -47,7 +46,8 @@ def check_answerable(summary: RunSummary, clarify_id: str) -> None:
     run_id = summary.run_id or ""
     if clarify_id in summary.answered_clarify_ids:
         raise ClarifyAlreadyAnswered(
-            f"clarify {clarify_id} was already answered; the first answer stands", run_id=run_id, clarify_id=clarify_id
+            f"clarify {clarify_id} was already answered; the first answer stands",
+            run_id=run_id, clarify_id=clarify_id,
         )
     if summary.status.is_terminal:
         raise RunAlreadyFinished(f"run {run_id} has already finished ({summary.external_status})", run_id=run_id)

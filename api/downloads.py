@@ -115,3 +115,42 @@ async def zip_chunks(base: Path) -> AsyncIterator[bytes]:
             yield item  # type: ignore[misc]
     finally:
         stop.set()
+
+
+INLINE_STAT_ENTRIES = 2000
+"""Workspaces up to this many entries are measured on the event loop (a thread hop costs more)."""
+
+
+def workspace_stats(base: Path, budget: int | None = None) -> tuple[int, int] | None:
+    """(file count, total bytes) of exactly the files a download contains (symlinks skipped).
+
+    With a `budget`, None once more entries than that were seen (measure it in a thread then).
+    """
+    count = size = seen = 0
+    pending = [str(base)]
+    while pending:
+        try:
+            entries = os.scandir(pending.pop())
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        with entries:
+            for entry in entries:
+                seen += 1
+                if budget is not None and seen > budget:
+                    return None
+                if entry.is_symlink():
+                    continue
+                if entry.is_dir():
+                    pending.append(entry.path)
+                elif entry.is_file():
+                    count += 1
+                    size += entry.stat().st_size
+    return count, size
+
+
+async def measure_workspace(base: Path) -> tuple[int, int]:
+    """Workspace stats: inline when small, in a thread when large."""
+    quick = workspace_stats(base, INLINE_STAT_ENTRIES)
+    if quick is not None:
+        return quick
+    return await asyncio.to_thread(workspace_stats, base) or (0, 0)

@@ -18,17 +18,17 @@ from litestar.params import FromPath, HeaderParameter
 from litestar.response import ServerSentEvent, Stream
 
 from api.access import visible_run
-from api.downloads import zip_chunks
+from api.downloads import measure_workspace, zip_chunks
 from api.envelope import Envelope, ok
 from api.idempotency import idempotent_request
 from api.schemas import (
     CancelResult,
     CreatedRun,
     CreateRunRequest,
-    also_ok_as_replay_or_stream,
     LogEntry,
     RunView,
     StartedRun,
+    also_ok_as_replay_or_stream,
     documented_body,
     error_responses,
     inline_schema,
@@ -225,7 +225,7 @@ class RunController(Controller):
     ) -> Envelope[RunView]:
         """The persisted result of a run, in the seed's shape."""
         hot = await visible_run(services, caller, run_id, workflow_name)
-        files, size = await asyncio.to_thread(services.workspace.stats, hot.run_id)
+        files, size = await measure_workspace(services.workspace.path_for(hot.run_id))
         return ok(run_view(hot, files, size))
 
     @get(

@@ -6,7 +6,7 @@ These are the published contract; domain events never leave the service as they 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Callable
+from typing import Annotated, Any, Callable, Literal
 
 import msgspec
 from litestar.openapi.datastructures import ResponseSpec
@@ -14,6 +14,14 @@ from litestar.openapi.spec import OpenAPIMediaType, OpenAPIResponse, Operation, 
 
 MAX_TTL_HOURS = 87_600
 """Ten years: the longest workspace retention a run may ask for."""
+
+
+RunStatusName = Literal["CREATED", "RUNNING", "SUCCESS", "FAILED"]
+NodeStatusName = Literal["RUNNING", "SUCCESS", "FAILED", "SKIPPED"]
+LogType = Literal[
+    "THINKING", "TOOL_CALL", "TOOL_RESULT", "STATUS", "STEP", "TOOL_PROGRESS", "TODO_UPDATE", "CLARIFY_REQUEST", "ERROR",
+]
+CancelOutcome = Literal["REQUESTED", "ALREADY_REQUESTED", "ALREADY_FINISHED"]
 
 
 class Camel(msgspec.Struct, rename="camel", kw_only=True):
@@ -94,7 +102,7 @@ class CreatedRun(Camel):
     workflow_id: int
     workflow_name: str
     display_name: str
-    status: str
+    status: RunStatusName
     created_at: str
     links: RunLinks
 
@@ -106,7 +114,7 @@ class StartedRun(Camel):
     workflow_id: int
     workflow_name: str
     display_name: str
-    status: str
+    status: Literal["RUNNING"]
     started_at: str | None
     links: RunLinks
 
@@ -117,7 +125,7 @@ class NodeView(Camel):
     node_id: str
     node_type: str
     label: str
-    status: str
+    status: NodeStatusName
     output: dict[str, Any] | None
     error: str | None
     logs_count: int
@@ -139,7 +147,7 @@ class RunView(Camel):
     workflow_id: int
     workflow_name: str
     display_name: str
-    status: str
+    status: RunStatusName
     created_at: str | None
     started_at: str | None
     completed_at: str | None
@@ -154,7 +162,7 @@ class RunView(Camel):
 class LogEntry(Camel):
     """One persisted log line of a node."""
 
-    type: str
+    type: LogType
     message: str
     detail: str | None
     timestamp: str
@@ -174,7 +182,7 @@ class RunState(Camel):
     """`GET state`: status and the current pause (null when none)."""
 
     run_id: str
-    status: str
+    status: RunStatusName
     current_pause: PauseView | None
 
 
@@ -190,8 +198,8 @@ class CancelResult(Camel):
     """What a cancel request did, and the run's two cancel facts."""
 
     run_id: str
-    outcome: str
-    status: str
+    outcome: CancelOutcome
+    status: RunStatusName
     cancel_requested: bool
     cancelled: bool
 
@@ -261,7 +269,9 @@ def also_ok_as_replay_or_stream(operation: Operation) -> None:
     created = responses.get("201")
     json_content = dict(created.content or {}) if isinstance(created, OpenAPIResponse) else {}
     responses["200"] = OpenAPIResponse(
-        description="the original run of a repeated idempotent request (JSON), or with async: false the run's SSE stream",
+        description=(
+            "the original run of a repeated idempotent request (JSON), or with async: false the run's SSE stream"
+        ),
         content={**json_content, "text/event-stream": OpenAPIMediaType(schema=SSE_EVENT_SCHEMA)},  # type: ignore[arg-type]
     )
     operation.responses = responses

@@ -23,7 +23,9 @@ from projections.sse import TERMINAL_EVENTS, render_all
 from projections.visits import visit_snapshot
 
 KEEPALIVE = ServerSentEventMessage(comment="keep-alive", data=None)
-EVENT_TYPES = ("node_status", "node_stream", "visit_recorded", "planner_decision", "workflow_complete", "workflow_error")
+EVENT_TYPES = (
+    "node_status", "node_stream", "visit_recorded", "planner_decision", "workflow_complete", "workflow_error",
+)
 MAX_FILTER_VALUES = 100
 _encoder = msgspec.json.Encoder()
 
@@ -95,7 +97,9 @@ def parse_filter(types: str | None, nodes: str | None) -> StreamFilter:
     wanted = _values(types, "types")
     unknown = sorted((wanted or frozenset()) - set(EVENT_TYPES))
     if unknown:
-        raise validation_failed(f"unknown event type(s) {', '.join(unknown)[:200]}; expected some of {', '.join(EVENT_TYPES)}")
+        raise validation_failed(
+            f"unknown event type(s) {', '.join(unknown)[:200]}; expected some of {', '.join(EVENT_TYPES)}"
+        )
     return StreamFilter(types=wanted, nodes=_values(nodes, "nodes"))
 
 

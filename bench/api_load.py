@@ -12,9 +12,15 @@ per request on this 2-core machine.
   with `Last-Event-ID` = the run's position (so nothing is due yet); "attach" is the time
   until every client has its `200` headers. Then the question is answered over HTTP; "next
   event" is, per client, the time from sending the answer to the arrival of the run's next
-  SSE message.
+  SSE message; "first->last" is how long the service took from the first client's copy of
+  that message to the last one's (the fan-out itself).
+
+The event after the answer is the resumed visit's first stream chunk, which the writer holds
+for its coalescing window (FLOWTRAIL_COALESCE_MS, default 40 ms) before appending it;
+`--coalesce-ms 0` shows the delivery without that wait.
 
     python -m bench.api_load [--store both|sqlite|postgres] [--seconds 5] [--connections 16] [--clients 100]
+                             [--coalesce-ms 40]
 """
 
 from __future__ import annotations
@@ -56,8 +62,9 @@ def percentile(values: list[float], p: float) -> float:
 class Server:
     """`flowtrail serve` in a child process on a fresh store."""
 
-    def __init__(self, kind: str, workdir: Path) -> None:
+    def __init__(self, kind: str, workdir: Path, coalesce_ms: float) -> None:
         self.kind, self.workdir, self.port = kind, workdir, free_port()
+        self.coalesce_ms = coalesce_ms
         self.schema: str | None = None
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -79,6 +86,7 @@ class Server:
             "FLOWTRAIL_DATA_DIR": str(self.workdir / "data"),
             "FLOWTRAIL_API_KEYS": json.dumps([{"key": KEY, "id": "bench"}]),
             "FLOWTRAIL_LOAD_DEMOS": "true",
+            "FLOWTRAIL_COALESCE_MS": str(self.coalesce_ms),
         }
         self.proc = subprocess.Popen([sys.executable, "-m", "scripts.cli", "serve"], env=env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -210,6 +218,7 @@ async def attach(port: int, base: str, clients: int) -> dict[str, Any]:
             "clients": clients, "attach all ms": round(attach_s * 1000, 1),
             "next p50 ms": round(percentile(delays, 50) * 1000, 1), "next p99 ms": round(percentile(delays, 99) * 1000, 1),
             "next max ms": round(max(delays) * 1000, 1),
+            "first->last ms": round((max(arrived) - min(arrived)) * 1000, 1),
             "attach+next ms": round((attach_s + max(delays)) * 1000, 1),
         }
 
@@ -219,15 +228,15 @@ def table(title: str, rows: list[dict[str, Any]]) -> None:
     columns = list(rows[0])
     widths = [max(len(c), *(len(str(r[c])) for r in rows)) for c in columns]
     print(f"\n{title}")
-    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))
     for row in rows:
-        print("  ".join(str(row[c]).ljust(w) for c, w in zip(columns, widths)))
+        print("  ".join(str(row[c]).ljust(w) for c, w in zip(columns, widths, strict=True)))
 
 
 async def bench_store(kind: str, args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Every measurement on one store."""
     workdir = Path(tempfile.mkdtemp(prefix=f"bench-api-{kind}-"))
-    server = Server(kind, workdir)
+    server = Server(kind, workdir, args.coalesce_ms)
     try:
         base = await server.start()
         async with httpx.AsyncClient(base_url=base, headers={"X-API-Key": KEY}, timeout=30) as client:
@@ -259,4 +268,6 @@ if __name__ == "__main__":
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--clients", type=int, default=100)
+    parser.add_argument("--coalesce-ms", type=float, default=40.0,
+                        help="the server's FLOWTRAIL_COALESCE_MS (the next event after the answer is a stream chunk)")
     asyncio.run(main(parser.parse_args()))

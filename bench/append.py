@@ -29,9 +29,9 @@ import asyncio
 import sqlite3
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from bench.common import FLOW, NODE_ID, Fleet, bench_main, median, print_table, verdict
 
@@ -49,11 +49,18 @@ def _rows(mapper: Any, kind: str, n: int) -> list[tuple[uuid.UUID, int, str, byt
 
     run_id = uuid.uuid4()
     visit = uuid.uuid4().hex
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     rows = []
     for v in range(1, n + 1):
-        event = ev.NodeStreamed(originator_id=run_id, originator_version=v, timestamp=now, visit_uuid=visit,
-                                node_id=NODE_ID, kind=kind, content=_content(kind, v))
+        event = ev.NodeStreamed(
+            originator_id=run_id,
+            originator_version=v,
+            timestamp=now,
+            visit_uuid=visit,
+            node_id=NODE_ID,
+            kind=kind,
+            content=_content(kind, v),
+        )
         stored = mapper.to_stored_event(event)
         rows.append((run_id, v, stored.topic, stored.state))
     return rows
@@ -66,7 +73,7 @@ class PgRaw:
         self.location = location
         self.table = f'"{location.schema}"."raw_events"'
 
-    async def __aenter__(self) -> PgRaw:
+    async def __aenter__(self) -> Self:
         import asyncpg
 
         self.conn = await asyncpg.connect(**self.location.asyncpg_dsn())
@@ -78,11 +85,13 @@ class PgRaw:
         await self.conn.execute(
             f"CREATE UNIQUE INDEX IF NOT EXISTS raw_events_notification_id ON {self.table} (notification_id)"
         )
-        self.insert = (f"INSERT INTO {self.table} (originator_id, originator_version, topic, state) "
-                       "VALUES ($1, $2, $3, $4)")
+        self.insert = (
+            f"INSERT INTO {self.table} (originator_id, originator_version, topic, state) "
+            "VALUES ($1, $2, $3, $4)"
+        )
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.conn.close()
 
     async def write(self, rows: list[Any], batch: int | None) -> float:
@@ -92,7 +101,7 @@ class PgRaw:
             await self.conn.executemany(self.insert, rows)
         else:
             for start in range(0, len(rows), batch):
-                await self.conn.executemany(self.insert, rows[start:start + batch])
+                await self.conn.executemany(self.insert, rows[start : start + batch])
         return time.perf_counter() - t0
 
 
@@ -100,7 +109,9 @@ class SqliteRaw:
     """The raw sqlite3 baseline: the library's table shape, WAL, one transaction."""
 
     def __init__(self, path: Path) -> None:
-        self.conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self.conn = sqlite3.connect(
+            str(path), isolation_level=None, check_same_thread=False
+        )
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute(
             "CREATE TABLE IF NOT EXISTS raw_events (originator_id TEXT, originator_version INTEGER, "
@@ -113,7 +124,9 @@ class SqliteRaw:
         size = batch or len(data)
         for start in range(0, len(data), size):
             self.conn.execute("BEGIN")
-            self.conn.executemany("INSERT INTO raw_events VALUES (?, ?, ?, ?)", data[start:start + size])
+            self.conn.executemany(
+                "INSERT INTO raw_events VALUES (?, ?, ?, ?)", data[start : start + size]
+            )
             self.conn.execute("COMMIT")
         return time.perf_counter() - t0
 
@@ -130,15 +143,26 @@ async def writer_round(services: Any, kind: str, chunks: int) -> dict[str, float
     writer = await services.runs.writer(run_id)
     await writer.decide(decide.start_run)
     visit = uuid.uuid4().hex
-    await writer.decide(lambda run, at: decide.start_visit(
-        run, at, visit_uuid=visit, node_id=NODE_ID, node_type="agent", node_label="Research", iter_seq=1, sort_order=1,
-    ))
+    await writer.decide(
+        lambda run, at: decide.start_visit(
+            run,
+            at,
+            visit_uuid=visit,
+            node_id=NODE_ID,
+            node_type="agent",
+            node_label="Research",
+            iter_seq=1,
+            sort_order=1,
+        )
+    )
     v0 = writer.run.version
     stream = writer.stream
     sleep = asyncio.sleep
     t0 = time.perf_counter()
     for i in range(chunks):
-        await stream(visit_uuid=visit, node_id=NODE_ID, kind=kind, content=_content(kind, i))
+        await stream(
+            visit_uuid=visit, node_id=NODE_ID, kind=kind, content=_content(kind, i)
+        )
         await sleep(0)
     await writer.flush()
     elapsed = time.perf_counter() - t0
@@ -148,13 +172,18 @@ async def writer_round(services: Any, kind: str, chunks: int) -> dict[str, float
     return {"elapsed": elapsed, "events": events}
 
 
-async def bench_store(fleet: Fleet, kind: str, chunks: int, rounds: int) -> list[dict[str, Any]]:
+async def bench_store(
+    fleet: Fleet, kind: str, chunks: int, rounds: int
+) -> list[dict[str, Any]]:
     from engine.bootstrap import build_services
     from engine.settings import Settings, StoreSettings
 
     store = fleet.store(kind)
-    settings = Settings(data_dir=fleet.workdir / "data", store=StoreSettings(database_url=store.url),
-                        load_demos=False)
+    settings = Settings(
+        data_dir=fleet.workdir / "data",
+        store=StoreSettings(database_url=store.url),
+        load_demos=False,
+    )
     services = build_services(settings)
     await services.start()
     mapper = services.log.mapper
@@ -174,22 +203,36 @@ async def bench_store(fleet: Fleet, kind: str, chunks: int, rounds: int) -> list
                 rows = _rows(mapper, chunk_kind, chunks)
                 if raw_pg is not None:
                     raw_one.append(chunks / await raw_pg.write(rows, None))
-                    raw_batched.append(chunks / await raw_pg.write(_rows(mapper, chunk_kind, chunks), BATCH))
+                    raw_batched.append(
+                        chunks
+                        / await raw_pg.write(_rows(mapper, chunk_kind, chunks), BATCH)
+                    )
                 else:
                     assert raw_lite is not None
                     raw_one.append(chunks / raw_lite.write(rows, None))
-                    raw_batched.append(chunks / raw_lite.write(_rows(mapper, chunk_kind, chunks), BATCH))
+                    raw_batched.append(
+                        chunks
+                        / raw_lite.write(_rows(mapper, chunk_kind, chunks), BATCH)
+                    )
                 got = await writer_round(services, chunk_kind, chunks)
                 writer_rates.append(chunks / got["elapsed"])
                 writer_events.append(got["events"] / got["elapsed"])
             ratio = median(writer_rates) / median(raw_one)
-            rows_out.append({
-                "store": kind, "chunks": chunk_kind, "raw 1 txn rows/s": median(raw_one),
-                "raw 512/txn rows/s": median(raw_batched), "writer chunks/s": median(writer_rates),
-                "writer events/s": median(writer_events), "ratio": ratio,
-                "ratio vs 512/txn": median(writer_rates) / median(raw_batched),
-                "target 0.5": verdict(ratio, TARGET_RATIO, at_least=True) if kind == "postgres" else "(info)",
-            })
+            rows_out.append(
+                {
+                    "store": kind,
+                    "chunks": chunk_kind,
+                    "raw 1 txn rows/s": median(raw_one),
+                    "raw 512/txn rows/s": median(raw_batched),
+                    "writer chunks/s": median(writer_rates),
+                    "writer events/s": median(writer_events),
+                    "ratio": ratio,
+                    "ratio vs 512/txn": median(writer_rates) / median(raw_batched),
+                    "target 0.5": verdict(ratio, TARGET_RATIO, at_least=True)
+                    if kind == "postgres"
+                    else "(info)",
+                }
+            )
         if raw_pg is not None:
             await raw_pg.__aexit__()
         if raw_lite is not None:
@@ -199,12 +242,17 @@ async def bench_store(fleet: Fleet, kind: str, chunks: int, rounds: int) -> list
     return rows_out
 
 
-async def run(kinds: list[str], chunks: int = 20_000, rounds: int = 3) -> list[dict[str, Any]]:
+async def run(
+    kinds: list[str], chunks: int = 20_000, rounds: int = 3
+) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     async with Fleet("append") as fleet:
         for kind in kinds:
             rows.extend(await bench_store(fleet, kind, chunks, rounds))
-    print_table(f"Append: {chunks:,} chunks per round through RunWriter vs raw executemany (median of {rounds})", rows)
+    print_table(
+        f"Append: {chunks:,} chunks per round through RunWriter vs raw executemany (median of {rounds})",
+        rows,
+    )
     return rows
 
 

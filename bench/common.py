@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import gc
 import json
+import math
 import os
 import re
 import shutil
@@ -37,15 +38,24 @@ import time
 import traceback
 import uuid
 from array import array
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterable, Sequence
+from typing import Any, Self
 
 ROOT = Path(__file__).resolve().parent.parent
-PG_BASE = os.environ.get("FLOWTRAIL_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
+PG_BASE = os.environ.get(
+    "FLOWTRAIL_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test"
+)
 API_KEY = "bench-key"
 WORKFLOW = "allowed-flow"
-FLOW = {"workflow_id": 7, "workflow_name": WORKFLOW, "workflow_version": 1, "display_name": "Bench", "mode": "DAG"}
+FLOW = {
+    "workflow_id": 7,
+    "workflow_name": WORKFLOW,
+    "workflow_version": 1,
+    "display_name": "Bench",
+    "mode": "DAG",
+}
 NODE_ID = "research"
 
 
@@ -57,7 +67,7 @@ def percentile(values: Sequence[float], p: float) -> float:
     if not values:
         return float("nan")
     ordered = sorted(values)
-    k = max(0, min(len(ordered) - 1, int(round(p / 100.0 * len(ordered) + 0.5)) - 1))
+    k = max(0, min(len(ordered) - 1, round(p / 100.0 * len(ordered) + 0.5) - 1))
     return ordered[k]
 
 
@@ -78,7 +88,7 @@ def fmt(value: Any) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, float):
-        if value != value:  # nan
+        if math.isnan(value):
             return "-"
         if abs(value) >= 1000:
             return f"{value:,.0f}"
@@ -90,7 +100,9 @@ def fmt(value: Any) -> str:
     return str(value)
 
 
-def print_table(title: str, rows: list[dict[str, Any]], columns: Sequence[str] | None = None) -> None:
+def print_table(
+    title: str, rows: list[dict[str, Any]], columns: Sequence[str] | None = None
+) -> None:
     """Rows of dicts as an aligned text table under a title."""
     print()
     print(f"== {title}")
@@ -100,16 +112,26 @@ def print_table(title: str, rows: list[dict[str, Any]], columns: Sequence[str] |
     columns = list(columns or rows[0].keys())
     cells = [[fmt(row.get(c)) for c in columns] for row in rows]
     widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
-    print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(columns, widths))))
+    print(
+        "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(columns, widths))
+        )
+    )
     print("  ".join("-" * w for w in widths))
     for r in cells:
-        print("  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths))))
+        print(
+            "  ".join(
+                v.ljust(w) if i == 0 else v.rjust(w)
+                for i, (v, w) in enumerate(zip(r, widths))
+            )
+        )
     sys.stdout.flush()
 
 
 def verdict(value: float, target: float, *, at_least: bool) -> str:
     """'ok' or 'MISS' against a target."""
-    if value != value:
+    if math.isnan(value):
         return "-"
     good = value >= target if at_least else value <= target
     return "ok" if good else "MISS"
@@ -149,7 +171,9 @@ async def machine_idle(seconds: float = 1.0) -> float:
     return (idle1 - idle0) / max(1, total1 - total0)
 
 
-async def wait_quiet(label: str, *, idle_needed: float = 0.85, max_wait: float = 300.0) -> float:
+async def wait_quiet(
+    label: str, *, idle_needed: float = 0.85, max_wait: float = 300.0
+) -> float:
     """Wait (up to `max_wait` s) until the machine is mostly idle, so other work does not skew figures.
 
     Prints and returns the idle fraction seen last; figures taken on a busy machine say so.
@@ -158,8 +182,16 @@ async def wait_quiet(label: str, *, idle_needed: float = 0.85, max_wait: float =
     while True:
         idle = await machine_idle(2.0)
         if idle >= idle_needed or time.monotonic() > deadline:
-            note = "" if idle >= idle_needed else "  (still busy: figures are skewed by other work)"
-            print(f"[{label}] machine idle {idle:.0%} before measuring{note}", file=sys.stderr, flush=True)
+            note = (
+                ""
+                if idle >= idle_needed
+                else "  (still busy: figures are skewed by other work)"
+            )
+            print(
+                f"[{label}] machine idle {idle:.0%} before measuring{note}",
+                file=sys.stderr,
+                flush=True,
+            )
             return idle
         await asyncio.sleep(3.0)
 
@@ -242,10 +274,14 @@ class Call:
     async def _next(self, timeout: float) -> dict[str, Any]:
         try:
             msg = await asyncio.wait_for(self.queue.get(), timeout)
-        except asyncio.TimeoutError:
-            raise WorkerError(f"{self.worker.name}: {self.op} timed out after {timeout:.0f} s") from None
+        except TimeoutError:
+            raise WorkerError(
+                f"{self.worker.name}: {self.op} timed out after {timeout:.0f} s"
+            ) from None
         if msg.get("event") == "error":
-            raise WorkerError(f"{self.worker.name}: {self.op} failed:\n{msg.get('error')}")
+            raise WorkerError(
+                f"{self.worker.name}: {self.op} failed:\n{msg.get('error')}"
+            )
         return msg
 
     async def wait(self, event: str, timeout: float = 60.0) -> dict[str, Any]:
@@ -255,7 +291,9 @@ class Call:
             if msg.get("event") == event:
                 return msg
             if msg.get("event") == "done":
-                raise WorkerError(f"{self.worker.name}: {self.op} finished before {event!r}")
+                raise WorkerError(
+                    f"{self.worker.name}: {self.op} finished before {event!r}"
+                )
 
     async def result(self, timeout: float = 300.0) -> Any:
         """Wait for the command's result."""
@@ -272,21 +310,36 @@ class Worker:
         self.name = name
         self.proc = proc
         self.pid = proc.pid
-        self.ready: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.ready: asyncio.Future[dict[str, Any]] = (
+            asyncio.get_running_loop().create_future()
+        )
         self._calls: dict[int, Call] = {}
         self._seq = 0
         self._reader = asyncio.create_task(self._read())
 
     @classmethod
-    async def start(cls, role: str, *args: str, env: dict[str, str] | None = None, name: str | None = None,
-                    timeout: float = 60.0) -> Worker:
+    async def start(
+        cls,
+        role: str,
+        *args: str,
+        env: dict[str, str] | None = None,
+        name: str | None = None,
+        timeout: float = 60.0,
+    ) -> Worker:
         """Start `python -m bench.common ROLE ARGS` and wait until it says it is ready."""
         full_env = dict(os.environ)
         full_env.update(env or {})
         full_env["PYTHONPATH"] = str(ROOT) + os.pathsep + full_env.get("PYTHONPATH", "")
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bench.common", role, *args,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=full_env, cwd=str(ROOT),
+            sys.executable,
+            "-m",
+            "bench.common",
+            role,
+            *args,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            env=full_env,
+            cwd=str(ROOT),
             limit=1 << 26,
         )
         worker = cls(name or role, proc)
@@ -332,7 +385,9 @@ class Worker:
         self._seq += 1
         call = Call(self, op)
         self._calls[self._seq] = call
-        self.proc.stdin.write(json.dumps({"id": self._seq, "op": op, **params}).encode() + b"\n")
+        self.proc.stdin.write(
+            json.dumps({"id": self._seq, "op": op, **params}).encode() + b"\n"
+        )
         return call
 
     async def call(self, op: str, *, timeout: float = 300.0, **params: Any) -> Any:
@@ -347,7 +402,7 @@ class Worker:
                 await self.proc.stdin.drain()
             try:
                 await asyncio.wait_for(self.proc.wait(), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 await self.kill()
         with contextlib.suppress(Exception):
             await self._reader
@@ -358,7 +413,7 @@ class Worker:
             self.proc.terminate()
             try:
                 await asyncio.wait_for(self.proc.wait(), 10)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 self.proc.kill()
                 await self.proc.wait()
 
@@ -371,10 +426,10 @@ class Fleet:
         self.workers: list[Worker] = []
         self.stores: list[Store] = []
 
-    async def __aenter__(self) -> Fleet:
+    async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         for worker in reversed(self.workers):
             with contextlib.suppress(Exception):
                 await worker.stop()
@@ -389,12 +444,21 @@ class Fleet:
         self.stores.append(store)
         return store
 
-    async def host(self, store: Store, *, serve: bool = True, port: int | None = None, name: str = "host",
-                   **settings: Any) -> Worker:
+    async def host(
+        self,
+        store: Store,
+        *,
+        serve: bool = True,
+        port: int | None = None,
+        name: str = "host",
+        **settings: Any,
+    ) -> Worker:
         """A flowtrail host (server + in-process writer) on a store; settings are FLOWTRAIL_* names."""
         port = port or free_port()
         env = host_env(store, self.workdir / "data", port, **settings)
-        worker = await Worker.start("host", *([] if serve else ["--no-serve"]), env=env, name=name)
+        worker = await Worker.start(
+            "host", *([] if serve else ["--no-serve"]), env=env, name=name
+        )
         worker.info["base_url"] = f"http://127.0.0.1:{port}"
         self.workers.append(worker)
         return worker
@@ -437,7 +501,9 @@ class Frames:
         return len(self.id)
 
 
-def save_delays(frames: Frames, saved: dict[str, Any], *, steps_only: bool = True) -> list[float]:
+def save_delays(
+    frames: Frames, saved: dict[str, Any], *, steps_only: bool = True
+) -> list[float]:
     """Per frame: arrival minus the time the writer's save of that event returned (seconds)."""
     first, times = saved["first"], saved["times"]
     out = []
@@ -477,7 +543,9 @@ async def serve_commands(handlers: dict[str, Handler], ready: dict[str, Any]) ->
     out = _Out()
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=1 << 26)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), sys.stdin
+    )
     running: set[asyncio.Task[None]] = set()
 
     async def run(cmd: dict[str, Any]) -> None:
@@ -550,7 +618,10 @@ class SaveRecorder:
         if not times:
             return None
         first, last = min(times), max(times)
-        return {"first": first, "times": [round(times.get(v, 0.0), 6) for v in range(first, last + 1)]}
+        return {
+            "first": first,
+            "times": [round(times.get(v, 0.0), 6) for v in range(first, last + 1)],
+        }
 
 
 class HostCommands:
@@ -563,8 +634,14 @@ class HostCommands:
 
     def handlers(self) -> dict[str, Handler]:
         return {
-            "new_run": self.new_run, "stream": self.stream, "finish": self.finish, "release": self.release,
-            "evict": self.evict, "gc": self.gc, "hot": self.hot, "many_runs": self.many_runs,
+            "new_run": self.new_run,
+            "stream": self.stream,
+            "finish": self.finish,
+            "release": self.release,
+            "evict": self.evict,
+            "gc": self.gc,
+            "hot": self.hot,
+            "many_runs": self.many_runs,
             "objects": self.objects,
             "ping": self.ping,
         }
@@ -572,7 +649,9 @@ class HostCommands:
     async def ping(self, emit: Any) -> dict[str, Any]:
         return {"pid": os.getpid()}
 
-    async def new_run(self, emit: Any, record: bool = True, node_id: str = NODE_ID) -> dict[str, Any]:
+    async def new_run(
+        self, emit: Any, record: bool = True, node_id: str = NODE_ID
+    ) -> dict[str, Any]:
         from domain import run as decide
 
         runs = self.services.runs
@@ -583,15 +662,32 @@ class HostCommands:
         writer = await runs.writer(run_id)
         await writer.decide(decide.start_run)
         visit = uuid.uuid4().hex
-        await writer.decide(lambda run, at: decide.start_visit(
-            run, at, visit_uuid=visit, node_id=node_id, node_type="agent", node_label="Research",
-            iter_seq=1, sort_order=1,
-        ))
+        await writer.decide(
+            lambda run, at: decide.start_visit(
+                run,
+                at,
+                visit_uuid=visit,
+                node_id=node_id,
+                node_type="agent",
+                node_label="Research",
+                iter_seq=1,
+                sort_order=1,
+            )
+        )
         return {"run": run_id.hex, "visit": visit, "version": writer.run.version}
 
     async def stream(
-        self, emit: Any, run: str, visit: str, n: int, start: int = 0, kind: str = "step",
-        yield_every: int = 1, finish: bool = False, release: bool = False, rate: float | None = None,
+        self,
+        emit: Any,
+        run: str,
+        visit: str,
+        n: int,
+        start: int = 0,
+        kind: str = "step",
+        yield_every: int = 1,
+        finish: bool = False,
+        release: bool = False,
+        rate: float | None = None,
     ) -> dict[str, Any]:
         """Hand `n` chunks to the run's writer as fast as the loop allows (or `rate` a second), then flush."""
         run_id = uuid.UUID(run)
@@ -601,7 +697,12 @@ class HostCommands:
         clock = time.time
         t0 = clock()
         for i in range(start, start + n):
-            await stream(visit_uuid=visit, node_id=NODE_ID, kind=kind, content=f'{{"i":{i},"t":{clock():.6f}}}')
+            await stream(
+                visit_uuid=visit,
+                node_id=NODE_ID,
+                kind=kind,
+                content=f'{{"i":{i},"t":{clock():.6f}}}',
+            )
             if rate:
                 ahead = t0 + (i - start + 1) / rate - clock()
                 if ahead > 0:
@@ -616,7 +717,10 @@ class HostCommands:
         if release:
             await self.services.runs.release(run_id)
         return {
-            "t0": t0, "t1": t1, "last_chunk": last_chunk, "last": writer.run.version,
+            "t0": t0,
+            "t1": t1,
+            "last_chunk": last_chunk,
+            "last": writer.run.version,
             "saved": self.recorder.take(run_id),
         }
 
@@ -624,10 +728,19 @@ class HostCommands:
         from domain import run as decide
 
         await writer.decide(
-            lambda run, at: decide.complete_visit(run, at, visit_uuid=visit, node_id=NODE_ID,
-                                                  output={"status": 200, "message": "ok", "data": {"x": 1}}),
-            lambda run, at: decide.record_visit(run, at, visit_uuid=visit, node_id=NODE_ID),
-            lambda run, at: decide.complete_run(run, at, output={"status": 200, "message": "done", "data": {}}),
+            lambda run, at: decide.complete_visit(
+                run,
+                at,
+                visit_uuid=visit,
+                node_id=NODE_ID,
+                output={"status": 200, "message": "ok", "data": {"x": 1}},
+            ),
+            lambda run, at: decide.record_visit(
+                run, at, visit_uuid=visit, node_id=NODE_ID
+            ),
+            lambda run, at: decide.complete_run(
+                run, at, output={"status": 200, "message": "done", "data": {}}
+            ),
         )
 
     async def finish(self, emit: Any, run: str, visit: str) -> dict[str, Any]:
@@ -638,7 +751,9 @@ class HostCommands:
     async def release(self, emit: Any, run: str) -> None:
         await self.services.runs.release(uuid.UUID(run))
 
-    async def evict(self, emit: Any, run: str | None = None, timeout: float = 10.0) -> dict[str, Any]:
+    async def evict(
+        self, emit: Any, run: str | None = None, timeout: float = 10.0
+    ) -> dict[str, Any]:
         """Release the run's writer and evict every idle hot run, as the retention sweeper would."""
         hub = self.services.hub
         if run is not None:
@@ -647,7 +762,11 @@ class HostCommands:
         evicted = 0
         while True:
             evicted += hub.evict_idle(now=time.monotonic() + 1e9)
-            if run is None or uuid.UUID(run) not in hub.runs or time.monotonic() > deadline:
+            if (
+                run is None
+                or uuid.UUID(run) not in hub.runs
+                or time.monotonic() > deadline
+            ):
                 break
             await asyncio.sleep(0.02)  # a client's stream may still be closing
         gone = run is None or uuid.UUID(run) not in hub.runs
@@ -669,8 +788,11 @@ class HostCommands:
 
         gc.collect()
         counts = Counter(type(o).__name__ for o in gc.get_objects())
-        found: dict[str, Any] = {"total": sum(counts.values()), "top": counts.most_common(top),
-                                 "allocated_blocks": sys.getallocatedblocks()}
+        found: dict[str, Any] = {
+            "total": sum(counts.values()),
+            "top": counts.most_common(top),
+            "allocated_blocks": sys.getallocatedblocks(),
+        }
         import tracemalloc
 
         if tracemalloc.is_tracing():  # PYTHONTRACEMALLOC=1 in the host's environment
@@ -685,11 +807,22 @@ class HostCommands:
 
     async def hot(self, emit: Any, run: str | None = None) -> dict[str, Any]:
         hub = self.services.hub
-        info: dict[str, Any] = {"hot_runs": len(hub.runs), "frames": sum(len(h.frames) for h in hub.runs.values())}
+        info: dict[str, Any] = {
+            "hot_runs": len(hub.runs),
+            "frames": sum(len(h.frames) for h in hub.runs.values()),
+        }
         if run is not None:
             h = hub.runs.get(uuid.UUID(run))
-            info["run"] = None if h is None else {"version": h.version, "frames": len(h.frames),
-                                                  "watchers": h.watchers, "writers": h.writers}
+            info["run"] = (
+                None
+                if h is None
+                else {
+                    "version": h.version,
+                    "frames": len(h.frames),
+                    "watchers": h.watchers,
+                    "writers": h.writers,
+                }
+            )
         return info
 
     async def many_runs(self, emit: Any, runs: int, events: int) -> dict[str, Any]:
@@ -698,7 +831,9 @@ class HostCommands:
         ids = []
         for _ in range(runs):
             made = await self.new_run(emit, record=False)
-            await self.stream(emit, made["run"], made["visit"], events, finish=True, release=True)
+            await self.stream(
+                emit, made["run"], made["visit"], events, finish=True, release=True
+            )
             ids.append(made["run"])
         return {"elapsed": time.time() - t0, "runs": ids}
 
@@ -716,8 +851,13 @@ async def host_main(serve: bool) -> None:
     commands = HostCommands(services)
     server = task = None
     if serve:
-        config = uvicorn.Config(create_app(services), host=settings.host, port=settings.port,
-                                log_level="warning", lifespan="on")
+        config = uvicorn.Config(
+            create_app(services),
+            host=settings.host,
+            port=settings.port,
+            log_level="warning",
+            lifespan="on",
+        )
         server = uvicorn.Server(config)
         task = asyncio.create_task(server.serve())
         while not server.started:
@@ -728,7 +868,10 @@ async def host_main(serve: bool) -> None:
     else:
         await services.start()
     try:
-        await serve_commands(commands.handlers(), {"port": settings.port, "store": services.log.location.kind})
+        await serve_commands(
+            commands.handlers(),
+            {"port": settings.port, "store": services.log.location.kind},
+        )
     finally:
         if server is not None and task is not None:
             server.should_exit = True
@@ -750,14 +893,18 @@ def _http_client(base_url: str, key: str) -> Any:
     client = _CLIENTS.get((base_url, key))
     if client is None:
         client = httpx.AsyncClient(
-            base_url=base_url, headers={"X-API-Key": key}, timeout=httpx.Timeout(120.0, connect=10.0),
+            base_url=base_url,
+            headers={"X-API-Key": key},
+            timeout=httpx.Timeout(120.0, connect=10.0),
             limits=httpx.Limits(max_connections=512, max_keepalive_connections=0),
         )
         _CLIENTS[(base_url, key)] = client
     return client
 
 
-_STEP_RE = re.compile(rb'id: (\d+)\r\nevent: node_stream\r\ndata: [^\r]*\\"t\\":([0-9.]+)')
+_STEP_RE = re.compile(
+    rb'id: (\d+)\r\nevent: node_stream\r\ndata: [^\r]*\\"t\\":([0-9.]+)'
+)
 
 
 class _FrameReader:
@@ -788,31 +935,50 @@ class _FrameReader:
         if cut < 0:
             self.buf = buf
             return False
-        complete, self.buf = buf[:cut + 4], buf[cut + 4:]
-        frames = complete.count(b"\r\n\r\n") - complete.count(b"\r\n\r\n:") - complete.startswith(b":")
+        complete, self.buf = buf[: cut + 4], buf[cut + 4 :]
+        frames = (
+            complete.count(b"\r\n\r\n")
+            - complete.count(b"\r\n\r\n:")
+            - complete.startswith(b":")
+        )
         if frames <= 0:
             return False  # keep-alive comments only
         steps = _STEP_RE.findall(complete)
         if len(steps) == frames:
             self.step_bytes += len(complete)
         elif steps:
-            self.step_bytes += sum(len(f) + 4 for f in complete.split(b"\r\n\r\n") if _STEP_RE.match(f))
+            self.step_bytes += sum(
+                len(f) + 4 for f in complete.split(b"\r\n\r\n") if _STEP_RE.match(f)
+            )
         rec, fidx = self.rec, self.fidx
         for fid, t in steps:
             rec.extend((fidx, float(fid), now, float(t)))
         self.frames += frames
         at = complete.rfind(b"\nid: ") + 1  # 0 when the only frame starts the piece
-        self.last_id = int(complete[at + 4:complete.index(b"\r", at + 4)])
+        self.last_id = int(complete[at + 4 : complete.index(b"\r", at + 4)])
         return self.stop_id is not None and self.last_id >= self.stop_id
 
     def summary(self, t_req: float, t_headers: float, ended: bool) -> dict[str, Any]:
-        return {"t_req": t_req, "t_headers": t_headers, "t_first": self.t_first, "t_last": self.t_last,
-                "frames": self.frames, "bytes": self.nbytes, "step_bytes": self.step_bytes,
-                "last_id": self.last_id, "ended": ended}
+        return {
+            "t_req": t_req,
+            "t_headers": t_headers,
+            "t_first": self.t_first,
+            "t_last": self.t_last,
+            "frames": self.frames,
+            "bytes": self.nbytes,
+            "step_bytes": self.step_bytes,
+            "last_id": self.last_id,
+            "ended": ended,
+        }
 
 
-async def _read_httpx(client: Any, path: str, headers: dict[str, str], reader: _FrameReader,
-                      on_connected: Callable[[], None]) -> dict[str, Any]:
+async def _read_httpx(
+    client: Any,
+    path: str,
+    headers: dict[str, str],
+    reader: _FrameReader,
+    on_connected: Callable[[], None],
+) -> dict[str, Any]:
     clock = time.time
     t_req = clock()
     ended = True
@@ -829,13 +995,21 @@ async def _read_httpx(client: Any, path: str, headers: dict[str, str], reader: _
     return reader.summary(t_req, t_headers, ended)
 
 
-async def _read_raw(base_url: str, path: str, headers: dict[str, str], reader: _FrameReader,
-                    on_connected: Callable[[], None]) -> dict[str, Any]:
+async def _read_raw(
+    base_url: str,
+    path: str,
+    headers: dict[str, str],
+    reader: _FrameReader,
+    on_connected: Callable[[], None],
+) -> dict[str, Any]:
     """The same over a bare asyncio socket and a minimal HTTP/1.1 client (no client library cost)."""
     clock = time.time
     host, _, port = base_url.removeprefix("http://").partition(":")
-    request = f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n" + "".join(
-        f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+    request = (
+        f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n"
+        + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        + "\r\n"
+    )
     t_req = clock()
     stream_in, stream_out = await asyncio.open_connection(host, int(port))
     ended = True
@@ -845,7 +1019,9 @@ async def _read_raw(base_url: str, path: str, headers: dict[str, str], reader: _
         t_headers = clock()
         status = int(head.split(b" ", 2)[1])
         if status != 200:
-            raise RuntimeError(f"{path}: HTTP {status}: {(head + await stream_in.read(300))!r}")
+            raise RuntimeError(
+                f"{path}: HTTP {status}: {(head + await stream_in.read(300))!r}"
+            )
         on_connected()
         chunked = b"transfer-encoding: chunked" in head.lower()
         while True:
@@ -877,8 +1053,14 @@ async def _read_raw(base_url: str, path: str, headers: dict[str, str], reader: _
 
 
 async def client_follow(
-    emit: Any, base_url: str, paths: list[str], last_event_id: int | None = None, stop_id: int | None = None,
-    out: str | None = None, key: str = API_KEY, raw: bool = False,
+    emit: Any,
+    base_url: str,
+    paths: list[str],
+    last_event_id: int | None = None,
+    stop_id: int | None = None,
+    out: str | None = None,
+    key: str = API_KEY,
+    raw: bool = False,
 ) -> dict[str, Any]:
     """Read SSE streams (one client per path, concurrently) until each ends or reaches `stop_id`.
 
@@ -903,7 +1085,9 @@ async def client_follow(
         reader = _FrameReader(idx, records[idx], stop_id)
         if raw:
             return _read_raw(base_url, path, headers, reader, on_connected)
-        return _read_httpx(_http_client(base_url, key), path, headers, reader, on_connected)
+        return _read_httpx(
+            _http_client(base_url, key), path, headers, reader, on_connected
+        )
 
     tasks = [asyncio.create_task(one(i, p)) for i, p in enumerate(paths)]
     everything = asyncio.gather(*tasks)
@@ -916,10 +1100,13 @@ async def client_follow(
     results = await everything
     waiter.cancel()
     if out:
-        with open(out, "wb") as fh:
-            for rec in records:
-                fh.write(rec.tobytes())
+        _write_records(out, records)
     return {"clients": results}
+
+
+def _write_records(path: str, records: list[array]) -> None:
+    with open(path, "wb") as fh:
+        fh.writelines(rec.tobytes() for rec in records)
 
 
 async def client_main() -> None:
@@ -938,10 +1125,16 @@ def _run(coro: Awaitable[Any]) -> None:
 
 
 def main(argv: Iterable[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.common", description="bench worker processes")
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.common", description="bench worker processes"
+    )
     sub = parser.add_subparsers(dest="role", required=True)
-    host = sub.add_parser("host", help="a flowtrail server (from FLOWTRAIL_*) driven over stdin/stdout")
-    host.add_argument("--no-serve", action="store_true", help="no HTTP server: a writer process only")
+    host = sub.add_parser(
+        "host", help="a flowtrail server (from FLOWTRAIL_*) driven over stdin/stdout"
+    )
+    host.add_argument(
+        "--no-serve", action="store_true", help="no HTTP server: a writer process only"
+    )
     sub.add_parser("client", help="SSE clients driven over stdin/stdout")
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.role == "host":
@@ -958,11 +1151,16 @@ def store_kinds(arg: str) -> list[str]:
     return ["sqlite", "postgres"] if arg == "both" else [arg]
 
 
-def bench_main(run: Callable[..., Awaitable[Any]], add_args: Callable[[argparse.ArgumentParser], None],
-               description: str) -> None:
+def bench_main(
+    run: Callable[..., Awaitable[Any]],
+    add_args: Callable[[argparse.ArgumentParser], None],
+    description: str,
+) -> None:
     """Common CLI of the bench modules: --store and module-specific sizes."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--store", choices=["both", "sqlite", "postgres"], default="both")
+    parser.add_argument(
+        "--store", choices=["both", "sqlite", "postgres"], default="both"
+    )
     add_args(parser)
     args = vars(parser.parse_args())
     kinds = store_kinds(args.pop("store"))

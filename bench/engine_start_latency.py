@@ -22,7 +22,15 @@ from typing import Any
 
 import httpx
 
-from bench.common import API_KEY, Fleet, bench_main, ms, percentile, print_table, verdict
+from bench.common import (
+    API_KEY,
+    Fleet,
+    bench_main,
+    ms,
+    percentile,
+    print_table,
+    verdict,
+)
 
 TARGET_MS = 20.0
 WORKFLOW = "demo-report"
@@ -57,6 +65,7 @@ async def drain(reader: asyncio.StreamReader) -> None:
 
 
 async def sample(client: httpx.AsyncClient, host: str, port: int) -> dict[str, float]:
+    """One run: create, attach, start; the three intervals in seconds."""
     created = await client.post(f"/api/v1/workflows/{WORKFLOW}/runs", json={"variables": {"topic": "tides"}})
     created.raise_for_status()
     run_id = created.json()["data"]["runId"]
@@ -75,6 +84,7 @@ async def sample(client: httpx.AsyncClient, host: str, port: int) -> dict[str, f
 
 
 async def run(kinds: list[str], samples: int) -> None:
+    """Measure each store and print the table."""
     rows: list[dict[str, Any]] = []
     for kind in kinds:
         async with Fleet("engine-start") as fleet:
@@ -96,6 +106,7 @@ async def run(kinds: list[str], samples: int) -> None:
 
 
 def add_args(parser: argparse.ArgumentParser) -> None:
+    """The bench's own options."""
     parser.add_argument("--samples", type=int, default=200, help="runs started per store")
 
 

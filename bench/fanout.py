@@ -28,22 +28,47 @@ import time
 from typing import Any
 
 from bench.common import (
-    Fleet, Frames, Worker, bench_main, chunk_delays, cpu_seconds, ms, percentile, print_table, save_delays,
-    stream_path, verdict,
+    Fleet,
+    Frames,
+    Worker,
+    bench_main,
+    chunk_delays,
+    cpu_seconds,
+    ms,
+    percentile,
+    print_table,
+    save_delays,
+    stream_path,
+    verdict,
 )
 
 TARGET_RATE = 50_000.0
 
 
-async def one_run(fleet: Fleet, host: Worker, client: Worker, kind: str, clients: int, events: int,
-                  raw: bool, rate: float | None) -> dict[str, Any]:
+async def one_run(
+    fleet: Fleet,
+    host: Worker,
+    client: Worker,
+    kind: str,
+    clients: int,
+    events: int,
+    raw: bool,
+    rate: float | None,
+) -> dict[str, Any]:
     made = await host.call("new_run", record=True)
     out = fleet.frames_file()
-    call = client.send("follow", base_url=host.info["base_url"], paths=[stream_path(made["run"])] * clients,
-                       out=out, raw=raw)
+    call = client.send(
+        "follow",
+        base_url=host.info["base_url"],
+        paths=[stream_path(made["run"])] * clients,
+        out=out,
+        raw=raw,
+    )
     await call.wait("connected")
     cpu0 = (cpu_seconds(host.pid), cpu_seconds(client.pid), time.time())
-    streamed = await host.call("stream", run=made["run"], visit=made["visit"], n=events, finish=True, rate=rate)
+    streamed = await host.call(
+        "stream", run=made["run"], visit=made["visit"], n=events, finish=True, rate=rate
+    )
     results = (await call.result(timeout=600))["clients"]
     cpu1 = (cpu_seconds(host.pid), cpu_seconds(client.pid), time.time())
     frames = Frames.load(out)
@@ -58,38 +83,73 @@ async def one_run(fleet: Fleet, host: Worker, client: Worker, kind: str, clients
     p99 = ms(percentile(delays, 99))
     wall = cpu1[2] - cpu0[2]
     return {
-        "store": kind, "mode": f"paced {rate:,.0f}/s" if rate else "max", "client": "socket" if raw else "httpx",
-        "clients": clients, "deliveries": delivered,
+        "store": kind,
+        "mode": f"paced {rate:,.0f}/s" if rate else "max",
+        "client": "socket" if raw else "httpx",
+        "clients": clients,
+        "deliveries": delivered,
         "complete": all(r["ended"] for r in results) and delivered == clients * events,
         "deliveries/s": rate_got,
-        "vs 50k": "(offered)" if rate else verdict(rate_got, TARGET_RATE, at_least=True),
+        "vs 50k": "(offered)"
+        if rate
+        else verdict(rate_got, TARGET_RATE, at_least=True),
         "append/s": events / (streamed["t1"] - streamed["t0"]),
-        "save->client p50 ms": ms(percentile(delays, 50)), "p99 ms": p99,
+        "save->client p50 ms": ms(percentile(delays, 50)),
+        "p99 ms": p99,
         "chunk->client p99 ms": ms(percentile(chunk_delays(frames), 99)),
         "server CPU %": 100 * (cpu1[0] - cpu0[0]) / wall,
         "clients CPU %": 100 * (cpu1[1] - cpu0[1]) / wall,
     }
 
 
-async def bench_store(kind: str, clients: int, events: int, rate: float, paced_events: int) -> list[dict[str, Any]]:
+async def bench_store(
+    kind: str, clients: int, events: int, rate: float, paced_events: int
+) -> list[dict[str, Any]]:
     rows = []
     async with Fleet("fanout") as fleet:
         store = fleet.store(kind)
         host = await fleet.host(store)
         client = await fleet.client()
-        rows.append(await one_run(fleet, host, client, kind, clients, events, raw=False, rate=None))
-        rows.append(await one_run(fleet, host, client, kind, clients, events, raw=True, rate=None))
+        rows.append(
+            await one_run(
+                fleet, host, client, kind, clients, events, raw=False, rate=None
+            )
+        )
+        rows.append(
+            await one_run(
+                fleet, host, client, kind, clients, events, raw=True, rate=None
+            )
+        )
         if paced_events > 0:
-            rows.append(await one_run(fleet, host, client, kind, clients, paced_events, raw=False, rate=rate))
+            rows.append(
+                await one_run(
+                    fleet,
+                    host,
+                    client,
+                    kind,
+                    clients,
+                    paced_events,
+                    raw=False,
+                    rate=rate,
+                )
+            )
     return rows
 
 
-async def run(kinds: list[str], clients: int = 50, events: int = 5000, rate: float = 1000.0,
-              paced_events: int = 3000) -> list[dict[str, Any]]:
+async def run(
+    kinds: list[str],
+    clients: int = 50,
+    events: int = 5000,
+    rate: float = 1000.0,
+    paced_events: int = 3000,
+) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for kind in kinds:
         rows.extend(await bench_store(kind, clients, events, rate, paced_events))
-    print_table(f"Fan-out: {clients} clients on one run (max: {events:,} events; paced: {paced_events:,})", rows)
+    print_table(
+        f"Fan-out: {clients} clients on one run (max: {events:,} events; paced: {paced_events:,})",
+        rows,
+    )
     return rows
 
 

@@ -30,9 +30,22 @@ from typing import Any
 
 from bench.common import Fleet, Worker, bench_main, print_table, rss_kib, stream_path
 
-
-COLUMNS = ["store", "retention s", "round", "runs x events", "write s", "read all s", "hot runs", "hot left",
-           "before MiB", "after writes MiB", "after MiB", "peak MiB", "per event B", "heap blocks +"]
+COLUMNS = [
+    "store",
+    "retention s",
+    "round",
+    "runs x events",
+    "write s",
+    "read all s",
+    "hot runs",
+    "hot left",
+    "before MiB",
+    "after writes MiB",
+    "after MiB",
+    "peak MiB",
+    "per event B",
+    "heap blocks +",
+]
 
 
 async def _wait_cold(host: Worker, timeout: float) -> int:
@@ -52,15 +65,23 @@ async def _rss(host: Worker) -> dict[str, int]:
     return {**rss_kib(host.pid), "blocks": blocks}
 
 
-async def _read_all(client: Worker, host: Worker, runs: list[str], parallel: int = 5) -> None:
+async def _read_all(
+    client: Worker, host: Worker, runs: list[str], parallel: int = 5
+) -> None:
     for start in range(0, len(runs), parallel):
-        part = runs[start:start + parallel]
-        got = (await client.call("follow", base_url=host.info["base_url"], paths=[stream_path(r) for r in part]))
+        part = runs[start : start + parallel]
+        got = await client.call(
+            "follow",
+            base_url=host.info["base_url"],
+            paths=[stream_path(r) for r in part],
+        )
         if not all(c["ended"] for c in got["clients"]):
             raise RuntimeError("a replayed stream did not end")
 
 
-async def evicted_rounds(kind: str, runs: int, events: int, retention: float, rounds: int) -> list[dict[str, Any]]:
+async def evicted_rounds(
+    kind: str, runs: int, events: int, retention: float, rounds: int
+) -> list[dict[str, Any]]:
     """Runs leave memory `retention` s after they finish; each round writes, reads and waits."""
     rows = []
     async with Fleet("memory") as fleet:
@@ -72,7 +93,9 @@ async def evicted_rounds(kind: str, runs: int, events: int, retention: float, ro
         await _wait_cold(host, retention + 10)
         first = before = await _rss(host)
         for round_ in range(1, rounds + 1):
-            written = await host.call("many_runs", runs=runs, events=events, timeout=900)
+            written = await host.call(
+                "many_runs", runs=runs, events=events, timeout=900
+            )
             after_writes = await _rss(host)
             hot_after_writes = (await host.call("hot"))["hot_runs"]
             t0 = time.time()
@@ -80,15 +103,26 @@ async def evicted_rounds(kind: str, runs: int, events: int, retention: float, ro
             read_s = time.time() - t0
             hot_left = await _wait_cold(host, retention + 15)
             after = await _rss(host)
-            rows.append({
-                "store": kind, "retention s": retention, "round": round_, "runs x events": f"{runs} x {events:,}",
-                "write s": written["elapsed"], "read all s": read_s, "hot runs": hot_after_writes,
-                "hot left": hot_left, "before MiB": before["VmRSS"] / 1024,
-                "after writes MiB": after_writes["VmRSS"] / 1024, "after MiB": after["VmRSS"] / 1024,
-                "peak MiB": after["VmHWM"] / 1024,
-                "per event B": (after["VmRSS"] - before["VmRSS"]) * 1024 / (runs * events),
-                "heap blocks +": after["blocks"] - first["blocks"],
-            })
+            rows.append(
+                {
+                    "store": kind,
+                    "retention s": retention,
+                    "round": round_,
+                    "runs x events": f"{runs} x {events:,}",
+                    "write s": written["elapsed"],
+                    "read all s": read_s,
+                    "hot runs": hot_after_writes,
+                    "hot left": hot_left,
+                    "before MiB": before["VmRSS"] / 1024,
+                    "after writes MiB": after_writes["VmRSS"] / 1024,
+                    "after MiB": after["VmRSS"] / 1024,
+                    "peak MiB": after["VmHWM"] / 1024,
+                    "per event B": (after["VmRSS"] - before["VmRSS"])
+                    * 1024
+                    / (runs * events),
+                    "heap blocks +": after["blocks"] - first["blocks"],
+                }
+            )
             before = after
     return rows
 
@@ -106,22 +140,35 @@ async def all_hot(kind: str, runs: int, events: int) -> dict[str, Any]:
         hot = await host.call("hot")
         del warm
         return {
-            "store": kind, "retention s": 3600.0, "round": 1, "runs x events": f"{runs} x {events:,}",
-            "write s": written["elapsed"], "hot runs": hot["hot_runs"], "before MiB": before["VmRSS"] / 1024,
-            "after writes MiB": after["VmRSS"] / 1024, "after MiB": after["VmRSS"] / 1024,
+            "store": kind,
+            "retention s": 3600.0,
+            "round": 1,
+            "runs x events": f"{runs} x {events:,}",
+            "write s": written["elapsed"],
+            "hot runs": hot["hot_runs"],
+            "before MiB": before["VmRSS"] / 1024,
+            "after writes MiB": after["VmRSS"] / 1024,
+            "after MiB": after["VmRSS"] / 1024,
             "peak MiB": after["VmHWM"] / 1024,
             "per event B": (after["VmRSS"] - before["VmRSS"]) * 1024 / (runs * events),
             "heap blocks +": after["blocks"] - before["blocks"],
         }
 
 
-async def run(kinds: list[str], runs: int = 100, events: int = 1000, retention: float = 2.0,
-              rounds: int = 2) -> list[dict[str, Any]]:
+async def run(
+    kinds: list[str],
+    runs: int = 100,
+    events: int = 1000,
+    retention: float = 2.0,
+    rounds: int = 2,
+) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for kind in kinds:
         rows.extend(await evicted_rounds(kind, runs, events, retention, rounds))
         rows.append(await all_hot(kind, runs, events))
-    print_table(f"Memory: server RSS, rounds of {runs} runs of {events:,} events", rows, COLUMNS)
+    print_table(
+        f"Memory: server RSS, rounds of {runs} runs of {events:,} events", rows, COLUMNS
+    )
     return rows
 
 

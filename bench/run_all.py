@@ -22,9 +22,17 @@ from bench.common import ROOT, _run, print_table, store_kinds, wait_quiet
 
 def environment() -> dict[str, Any]:
     """What the figures were measured on."""
+
     def git(*args: str) -> str:
         try:
-            return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
+            return subprocess.run(
+                ["git", *args],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=False,
+            ).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             return "?"
 
@@ -37,11 +45,14 @@ def environment() -> dict[str, Any]:
         with psycopg.connect(PG_BASE, connect_timeout=3) as conn:
             row = conn.execute("SHOW server_version").fetchone()
             pg = row[0] if row else "?"
-    except Exception:  # noqa: BLE001 - informational only
-        pass
+    except Exception as exc:  # noqa: BLE001 - informational only
+        pg = f"? ({type(exc).__name__})"
     return {
-        "commit": git("rev-parse", "--short", "HEAD") or "?", "dirty": bool(git("status", "--porcelain", "--", ".")),
-        "python": platform.python_version(), "cpus": os.cpu_count(), "postgres": pg,
+        "commit": git("rev-parse", "--short", "HEAD") or "?",
+        "dirty": bool(git("status", "--porcelain", "--", ".")),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "postgres": pg,
         "psycopg_impl": _psycopg_impl(),
     }
 
@@ -60,14 +71,45 @@ async def run_all(kinds: list[str], quick: bool) -> dict[str, Any]:
     print("environment:", json.dumps(results["environment"]))
     timings = {}
     steps = [
-        ("sse_delivery", lambda: sse_delivery.run(kinds, events=2000 if quick else 10_000, repeat=1 if quick else 3)),
-        ("reconnect", lambda: reconnect.run(kinds, missed=1000 if quick else 5000, repeat=3 if quick else 15,
-                                            restarts=1 if quick else 3)),
-        ("fanout", lambda: fanout.run(kinds, clients=10 if quick else 50, events=1000 if quick else 5000,
-                                      paced_events=500 if quick else 3000)),
-        ("memory", lambda: memory.run(kinds, runs=10 if quick else 100, events=200 if quick else 1000,
-                                      rounds=1 if quick else 2)),
-        ("append", lambda: append.run(kinds, chunks=2000 if quick else 20_000, rounds=1 if quick else 3)),
+        (
+            "sse_delivery",
+            lambda: sse_delivery.run(
+                kinds, events=2000 if quick else 10_000, repeat=1 if quick else 3
+            ),
+        ),
+        (
+            "reconnect",
+            lambda: reconnect.run(
+                kinds,
+                missed=1000 if quick else 5000,
+                repeat=3 if quick else 15,
+                restarts=1 if quick else 3,
+            ),
+        ),
+        (
+            "fanout",
+            lambda: fanout.run(
+                kinds,
+                clients=10 if quick else 50,
+                events=1000 if quick else 5000,
+                paced_events=500 if quick else 3000,
+            ),
+        ),
+        (
+            "memory",
+            lambda: memory.run(
+                kinds,
+                runs=10 if quick else 100,
+                events=200 if quick else 1000,
+                rounds=1 if quick else 2,
+            ),
+        ),
+        (
+            "append",
+            lambda: append.run(
+                kinds, chunks=2000 if quick else 20_000, rounds=1 if quick else 3
+            ),
+        ),
     ]
     idle = {}
     for name, step in steps:
@@ -91,9 +133,15 @@ async def run_all(kinds: list[str], quick: bool) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--store", choices=["both", "sqlite", "postgres"], default="both")
-    parser.add_argument("--quick", action="store_true", help="tiny sizes: check that the benches run")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--store", choices=["both", "sqlite", "postgres"], default="both"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny sizes: check that the benches run"
+    )
     parser.add_argument("--json", help="also write every figure to this file")
     args = parser.parse_args()
     box: dict[str, Any] = {}

@@ -78,7 +78,7 @@ class ToolBelt:
         if self.toolbox is not None and call.name in self.toolbox.names:
             try:
                 return await self.toolbox.call(call.name, args)
-            except Exception as error:  # a context tool's failure is the model's to read, not the visit's end
+            except Exception as error:  # noqa: BLE001 - a context tool's failure is the model's to read
                 return f"error: {call.name} failed ({type(error).__name__})"
         return f"error: no tool named {call.name!r} is available to this node"
 

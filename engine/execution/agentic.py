@@ -21,7 +21,15 @@ from engine.execution.errors import CancelHalt, RunFailure, describe_llm_error
 from engine.execution.models import scripted_planner
 from engine.execution.outcomes import Completed, Failed, Paused, RunOutcome
 from engine.execution.progress import FAILED, SUCCESS, Progress, VisitProgress
-from engine.llm import SCRIPTED_ID, CompletionRequest, LlmCancelled, LlmError, LlmProvider, Message, collect
+from engine.llm import (
+    SCRIPTED_ID,
+    CompletionRequest,
+    LlmCancelled,
+    LlmError,
+    LlmProvider,
+    Message,
+    collect,
+)
 
 if TYPE_CHECKING:
     from engine.execution.session import RunSession

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from domain.conditions import evaluate
 from domain.workflow import (
@@ -15,9 +16,14 @@ from domain.workflow import (
     predecessors,
     topological_order,
 )
+from engine.execution.outcomes import (
+    Completed,
+    Failed,
+    Paused,
+    RunOutcome,
+    VisitOutcome,
+)
 from engine.execution.progress import FAILED, SKIPPED, SUCCESS, Progress
-
-from engine.execution.outcomes import Completed, Failed, Paused, RunOutcome, VisitOutcome
 
 if TYPE_CHECKING:
     from engine.execution.session import RunSession

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
+from collections.abc import Callable
 from functools import partial
-from typing import Any, Callable
+from typing import Any
 from uuid import UUID
 
 from domain import run as decide
@@ -23,8 +25,8 @@ from engine.clock import utcnow
 from engine.execution.errors import RunFailure
 from engine.execution.journal import Journal
 from engine.execution.models import build_registry
-from engine.execution.progress import Progress, fold_progress
 from engine.execution.outcomes import Failed
+from engine.execution.progress import Progress, fold_progress
 from engine.execution.session import RunSession
 from engine.llm import ModelRegistry
 
@@ -54,7 +56,7 @@ class Engine:
         self.toolbox_factory = toolbox_factory or context_toolbox_factory()
         self._tasks: dict[UUID, asyncio.Task[None]] = {}
         self._cancel_events: dict[UUID, asyncio.Event] = {}
-        self._locks: dict[UUID, asyncio.Lock] = {}
+        self._locks: weakref.WeakValueDictionary[UUID, asyncio.Lock] = weakref.WeakValueDictionary()
         self._inflight: set[asyncio.Future[Any]] = set()
         self._planners: dict[tuple[str, int], dict[str, Any]] = {}
         self._deadlines: dict[UUID, asyncio.TimerHandle] = {}
@@ -169,7 +171,11 @@ class Engine:
     # ---- execution ---------------------------------------------------------------------
 
     def _lock(self, run_id: UUID) -> asyncio.Lock:
-        return self._locks.setdefault(run_id, asyncio.Lock())
+        """The run's control lock (start, answer, cancel and a session's end take turns); kept while in use."""
+        lock = self._locks.get(run_id)
+        if lock is None:
+            lock = self._locks[run_id] = asyncio.Lock()
+        return lock
 
     def _schedule(self, run_id: UUID) -> None:
         task = self._tasks.get(run_id)

@@ -2,17 +2,20 @@
 
 A task cancelled while its append is in flight must not leave the writer unsure whether
 the events were stored; shielding lets the append finish (and the writer fold it) while
-the cancelled task moves on.
+the cancelled task moves on. A stream chunk that the writer only buffers has no suspension
+point, so it is handed over directly; the journal counts the chunks since its last append
+(never fewer than the writer holds) to know when the writer may flush.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable
+from collections.abc import Awaitable
+from typing import Any
 
 from domain.events import RunEvent
 from domain.run import Run
-from engine.writer import Decision, RunWriter
+from engine.writer import MAX_BUFFERED_CHUNKS, Decision, RunWriter
 
 
 class Journal:
@@ -21,6 +24,7 @@ class Journal:
     def __init__(self, writer: RunWriter, inflight: set[asyncio.Future[Any]]) -> None:
         self.writer = writer
         self._inflight = inflight
+        self._unflushed = 0
 
     @property
     def run(self) -> Run:
@@ -29,16 +33,22 @@ class Journal:
 
     async def decide(self, *decisions: Decision) -> list[RunEvent]:
         """Append the decisions' events in one transaction."""
+        self._unflushed = 0
         return await self._shielded(self.writer.decide(*decisions))
 
     async def stream(self, *, visit_uuid: str, node_id: str, kind: str, content: str, tool_name: str | None = None) -> None:
         """Append (buffered) one stream chunk of a visit."""
-        await self._shielded(self.writer.stream(
-            visit_uuid=visit_uuid, node_id=node_id, kind=kind, content=content, tool_name=tool_name,
-        ))
+        step = self.writer.stream(visit_uuid=visit_uuid, node_id=node_id, kind=kind, content=content, tool_name=tool_name)
+        self._unflushed += 1
+        if self.writer.coalesce_seconds > 0 and self._unflushed < MAX_BUFFERED_CHUNKS:
+            await step
+            return
+        self._unflushed = 0
+        await self._shielded(step)
 
     async def flush(self) -> None:
         """Append every buffered chunk now."""
+        self._unflushed = 0
         await self._shielded(self.writer.flush())
 
     async def _shielded(self, step: Awaitable[Any]) -> Any:

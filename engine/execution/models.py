@@ -9,7 +9,14 @@ import msgspec
 from domain.errors import MissingReference
 from domain.templates import render_value
 from engine.execution.errors import RunFailure, VisitFailure
-from engine.llm import SCRIPTED_ID, LlmProvider, ModelConfig, ModelRegistry, ScriptedProvider, parse_script
+from engine.llm import (
+    SCRIPTED_ID,
+    LlmProvider,
+    ModelConfig,
+    ModelRegistry,
+    ScriptedProvider,
+    parse_script,
+)
 from engine.settings import EngineSettings
 
 

@@ -8,12 +8,18 @@ into the workspace). A missing template reference fails the visit, naming the re
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import msgspec
 
 from domain.errors import MissingReference
-from domain.outputs import OutputField, build_instruction, parse_output_declarations, retry_policy_for
+from domain.outputs import (
+    OutputField,
+    build_instruction,
+    parse_output_declarations,
+    retry_policy_for,
+)
 from domain.templates import as_text, render_value
 from domain.workflow import WorkflowInput
 from engine.execution.agent_loop import Conversation, ToolBelt, opening_messages

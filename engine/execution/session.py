@@ -20,11 +20,25 @@ from domain.workflow import NodeDefinition, WorkflowDefinition, node_by_id
 from engine.clock import utcnow
 from engine.execution.agentic import run_agentic
 from engine.execution.dag import Skip, run_dag
-from engine.execution.errors import CancelHalt, PauseForAnswer, RunFailure, VisitFailure, describe_llm_error
+from engine.execution.errors import (
+    CancelHalt,
+    PauseForAnswer,
+    RunFailure,
+    VisitFailure,
+    describe_llm_error,
+)
 from engine.execution.journal import Journal
 from engine.execution.models import VisitModels
 from engine.execution.nodes import EXECUTORS, MODEL_NODE_TYPES, failure_envelope
-from engine.execution.outcomes import Cancelled, Completed, Done, Failed, Paused, RunOutcome, VisitOutcome
+from engine.execution.outcomes import (
+    Cancelled,
+    Completed,
+    Done,
+    Failed,
+    Paused,
+    RunOutcome,
+    VisitOutcome,
+)
 from engine.execution.progress import Progress, VisitProgress
 from engine.execution.tools import is_idempotent
 from engine.execution.visit import VisitContext
@@ -37,8 +51,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("flowtrail.engine")
 
 RUN_OK = "工作流执行成功"
-
-
 
 
 class RunSession:
@@ -248,14 +260,16 @@ class RunSession:
     async def _resume_note(self, ctx: VisitContext) -> None:
         visit = ctx.visit
         if visit.answers and not visit.streamed_since_checkpoint:
-            await ctx.status(f"answer received ({visit.answers[-1].answer}); continuing")
+            answer = visit.answers[-1].answer
+            shown = answer if len(answer) <= 200 else answer[:197] + "..."
+            await ctx.status(f"answer received ({shown}); continuing")
             return
         if visit.interrupted:
             unsafe = self._unsafe_to_rerun(ctx.node, visit)
             if unsafe:
                 raise VisitFailure(f"the engine stopped while this visit was running, and it cannot be re-run safely: {unsafe}")
         where = "after the answer to its last question" if visit.answers else "from its start"
-        await ctx.status(f"this visit was interrupted (the engine stopped); running it again {where}")
+        await ctx.status(f"this visit was interrupted before it ended; running it again {where}")
 
     def _unsafe_to_rerun(self, node: NodeDefinition, visit: VisitProgress) -> str | None:
         if node.data.get("recoverable") is False:
@@ -274,7 +288,7 @@ class RunSession:
         try:
             token = tokens.issue(self.run_id, visit.visit_uuid)
             return None if token is None else factory(self.services, self.run_id, visit.visit_uuid, token)
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - the visit goes on without context tools
             log.warning("no context tools for visit %s of run %s: %s", visit.visit_uuid, self.run_id, type(error).__name__)
             return None
 

@@ -8,7 +8,8 @@ missing or mistyped.
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from domain.errors import AnswerNotJson
 from domain.outputs import (
@@ -47,6 +48,7 @@ class _Attempts:
         self.reruns = 0
 
     async def reformat(self, prompt: str) -> str:
+        """One inner retry: the re-format model turns the answer into JSON (no tools)."""
         brief, detail = problem_of(self.latest, self.fields)
         self.reformats += 1
         await self.ctx.status(f"{brief} ({detail}); re-formatting ({self.reformats}/{self.policy.format_max_retries})")
@@ -56,6 +58,7 @@ class _Attempts:
         return completion.text
 
     async def rerun_with(self, rerun: Rerun) -> str:
+        """One outer retry: the node answers again in its conversation."""
         brief, detail = problem_of(self.latest, self.fields)
         self.reruns += 1
         self.reformats = 0

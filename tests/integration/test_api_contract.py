@@ -551,6 +551,20 @@ async def test_an_unexpected_failure_is_internal_error_without_details(api, clie
     assert "secret" not in message
 
 
+async def test_a_workflow_the_engine_finds_unsound_is_graph_invalid(api, client):
+    from domain.errors import GraphInvalid
+
+    class Refusing:
+        async def start(self, run_id):
+            raise GraphInvalid(["node 'node-2' has unknown type 'robot'"])
+
+    run_id = await create(client)
+    api.services.engine = Refusing()
+    before = await log_end(api.services)
+    assert "robot" in error_of(await client.post(f"{BASE}/{run_id}/start"), 400, "GRAPH_INVALID")
+    assert await log_end(api.services) == before
+
+
 async def test_cors_is_open_on_the_api_for_any_origin_and_header(client):
     response = await client.options(
         "/api/v1/workflows",

@@ -12,7 +12,6 @@ import json
 from uuid import UUID
 
 import httpx
-import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis import GenerationMode
@@ -61,34 +60,41 @@ def envelope_problem(response) -> str | None:
     return None
 
 
+def run_examples(strategy, base_url: str, conform: bool, problems: list[str]) -> None:
+    """Call the server with a bounded number of cases drawn from one strategy; note each problem."""
+
+    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+              phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(case=strategy)
+    def check(case) -> None:
+        response = case.call(base_url=base_url, headers={"X-API-Key": DEMO_KEY}, timeout=15)
+        problem = envelope_problem(response)
+        if problem is None and conform:
+            try:
+                case.validate_response(response, checks=CONFORMANCE)
+            except (AssertionError, FailureGroup) as exc:
+                problem = f"does not conform to the schema: {_first_line(exc)}"
+        if problem is not None:
+            problems.append(f"{case.method} {case.formatted_path} -> {problem}")
+
+    check()
+
+
 def fuzz(base_url: str, raw_schema: dict, anchors: dict[str, str]) -> list[str]:
     """Run every operation's strategies; the problems found (empty: none)."""
     schema = schemathesis.openapi.from_dict(raw_schema)
     problems: list[str] = []
     for result in schema.get_all_operations():
         operation = result.ok()
-        internal = operation.path.startswith("/internal/") or operation.definition.raw.get("operationId") in NOT_CHECKED_FOR_CONFORMANCE
+        outside = operation.path.startswith("/internal/")
+        outside = outside or operation.definition.raw.get("operationId") in NOT_CHECKED_FOR_CONFORMANCE
         anchored = {k: v for k, v in anchors.items() if k in {p.name for p in operation.iter_parameters()}}
         variants = [{}] + ([anchored] if anchored else [])
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
             for path_parameters in variants:
                 strategy = operation.as_strategy(generation_mode=mode, path_parameters=path_parameters or None)
-
-                @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
-                          phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
-                @given(case=strategy)
-                def check(case) -> None:
-                    response = case.call(base_url=base_url, headers={"X-API-Key": DEMO_KEY}, timeout=15)
-                    problem = envelope_problem(response)
-                    if problem is None and mode is GenerationMode.POSITIVE and not internal:
-                        try:
-                            case.validate_response(response, checks=CONFORMANCE)
-                        except (AssertionError, FailureGroup) as exc:
-                            problem = f"does not conform to the schema: {_first_line(exc)}"
-                    if problem is not None:
-                        problems.append(f"{case.method} {case.formatted_path} -> {problem}")
-
-                check()
+                conform = mode is GenerationMode.POSITIVE and not outside
+                run_examples(strategy, base_url, conform, problems)
     return problems
 
 

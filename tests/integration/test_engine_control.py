@@ -212,7 +212,7 @@ async def test_model_visits_get_context_tools_with_a_token_that_ends_with_the_vi
     run_id = await start(services, "ctx")
     await wait_until(services, run_id)
     events = await events_of(services, run_id)
-    visit = [e for e in of_type(events, ev.VisitStarted) if e.node_id == "work"][0]
+    visit = next(e for e in of_type(events, ev.VisitStarted) if e.node_id == "work")
     assert tokens.issued == [(run_id, visit.visit_uuid)] and tokens.invalidated == tokens.issued
     assert boxes[0].calls == [("get_node_output", {"nodeId": "input"})]
     assert [c.content for c in chunks(events, "tool_result", "work")] == ['{"data": {"text": "earlier"}}']

@@ -9,7 +9,18 @@ import pytest
 from domain import events as ev
 from domain.run import RunStatus
 from tests.fakes.openai_server import fake_openai  # noqa: F401
-from tests.support.engine_runs import chunks, edge, engine_settings, events_of, node, of_type, running, start, wait_until, workflow
+from tests.support.engine_runs import (
+    chunks,
+    edge,
+    engine_settings,
+    events_of,
+    node,
+    of_type,
+    running,
+    start,
+    wait_until,
+    workflow,
+)
 
 KEY_ENV = "FLOWTRAIL_TEST_ENGINE_KEY"
 SECRET = "sk-engine-test-0123456789"

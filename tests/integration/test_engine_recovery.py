@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from domain import events as ev
 from domain.run import RunStatus
 from tests.support.engine_runs import (
@@ -51,7 +53,7 @@ async def test_a_run_executing_when_the_process_stopped_is_resumed_on_start_up(s
     work_visits = [e for e in of_type(events, ev.VisitStarted) if e.node_id == "work"]
     assert run.status is RunStatus.SUCCEEDED
     assert len(work_visits) == 1
-    assert "this visit was interrupted (the engine stopped); running it again from its start" in [
+    assert "this visit was interrupted before it ended; running it again from its start" in [
         c.content for c in chunks(events, "status", "work")]
     assert of_type(events, ev.RunCompleted)[0].output["data"] == {"result": "answered"}
     assert positions_are_contiguous(events)
@@ -89,10 +91,11 @@ async def test_a_paused_run_survives_a_server_restart_and_continues_when_answere
         await second.stop()
     clarify = [d for d in got.data if d.get("kind") == "clarify_request"]
     assert got.ended and got.events[-1] == "workflow_complete"
-    assert clarify[0]["content"] == (
-        '{"clarify_id":"%s","question":"Which format should the piece about tides use?",'
-        '"choices":["bullet list","short paragraph"]}' % paused.pending_clarify.clarify_id
-    )
+    assert json.loads(clarify[0]["content"]) == {
+        "clarify_id": paused.pending_clarify.clarify_id,
+        "question": "Which format should the piece about tides use?",
+        "choices": ["bullet list", "short paragraph"],
+    }
     assert got.data[-1]["output"]["data"] == {
         "format": "bullet list", "text": "A short piece about tides, in the format the user chose."}
 

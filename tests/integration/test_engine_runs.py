@@ -56,7 +56,7 @@ async def test_independent_nodes_run_concurrently_and_the_join_waits_for_both(se
     assert run.status is RunStatus.SUCCEEDED
     assert order.index(("VisitStarted", "right")) < order.index(("VisitCompleted", "left"))
     assert order.index(("VisitStarted", "left")) < order.index(("VisitCompleted", "right"))
-    joined = [e for e in of_type(events, ev.VisitStarted) if e.node_id == "out"][0]
+    joined = next(e for e in of_type(events, ev.VisitStarted) if e.node_id == "out")
     assert set(joined.predecessor_visit_uuids) == {e.visit_uuid for e in of_type(events, ev.VisitStarted)
                                                    if e.node_id in ("left", "right")}
     assert of_type(events, ev.RunCompleted)[0].output["data"] == {"both": "done done"}
@@ -206,3 +206,40 @@ async def test_an_invalid_graph_is_refused_with_every_problem_listed(services):
     assert any("unknown target 'ghost'" in p for p in problems)
     assert any("self-loop" in p for p in problems)
     assert "workflow has no output node" in problems
+
+
+async def test_a_failed_node_stops_its_running_siblings_and_the_run_fails_naming_it(services):
+    await services.catalogue.publish(workflow("one-fails", [
+        node("input", "userInput"),
+        node("bad", "llm", model_id="scripted", script=[[{"fail": "quota exceeded"}]]),
+        node("slow", "agent", model_id="scripted", script=[[{"thinking": "taking my time"}, {"hang": None}]]),
+        OUT | {"data": {"outputs": []}},
+    ], [edge("input", "bad"), edge("input", "slow"), edge("bad", "out"), edge("slow", "out")]))
+    run_id = await start(services, "one-fails")
+    run = await wait_until(services, run_id)
+    events = await events_of(services, run_id)
+    failed = {e.node_id: e.error for e in of_type(events, ev.VisitFailed)}
+    assert run.status is RunStatus.FAILED
+    assert failed["bad"] == "model endpoint answered 500: server error - quota exceeded"
+    assert failed["slow"] == f"stopped: node 'bad' failed: {failed['bad']}"
+    assert not [e for e in of_type(events, ev.VisitStarted) if e.node_id == "out"]
+
+
+async def test_a_question_in_one_branch_waits_for_the_running_branches_before_the_run_pauses(services):
+    await services.catalogue.publish(workflow("ask-while-busy", [
+        node("input", "userInput"),
+        node("asker", "agent", model_id="scripted", script=[
+            [{"clarify": {"question": "Go on?", "choices": ["yes", "no"]}}], text_turn("asked")]),
+        node("busy", "llm", model_id="scripted", script=[[{"sleep": 0.2}, {"text": "busy done"}]]),
+        node("out", "output", outputs=[{"name": "answer", "value": "{{asker.answer}}"},
+                                       {"name": "busy", "value": "{{busy.text}}"}]),
+    ], [edge("input", "asker"), edge("input", "busy"), edge("asker", "out"), edge("busy", "out")]))
+    run_id = await start(services, "ask-while-busy")
+    paused = await wait_until(services, run_id, RunStatus.PAUSED)
+    events = await events_of(services, run_id)
+    tags = [(type(e).__name__, getattr(e, "node_id", None)) for e in events]
+    assert tags.index(("VisitCompleted", "busy")) < tags.index(("ClarifyRequested", "asker"))
+    await services.engine.answer(run_id, paused.pending_clarify.clarify_id, "yes")
+    await wait_until(services, run_id)
+    events = await events_of(services, run_id)
+    assert of_type(events, ev.RunCompleted)[0].output["data"] == {"answer": "yes", "busy": "busy done"}

@@ -14,7 +14,6 @@ from uuid import UUID, uuid4
 import pytest
 
 from domain import run as decide
-from domain.errors import IllegalTransition
 from engine.bootstrap import Services
 from engine.settings import ApiKey, UploadSettings
 from tests.support.server import RunningServer, server_settings
@@ -192,11 +191,6 @@ async def confirm_cancel(services: Services, run_id: UUID) -> None:
     """The engine confirms it stopped the run."""
     writer = await services.runs.writer(run_id)
     await writer.decide(decide.cancel_run)
-
-
-def refuses(exc: BaseException) -> bool:
-    """True for the domain's refusals (used by tests that race)."""
-    return isinstance(exc, IllegalTransition)
 
 
 async def log_end(services: Services) -> int:

@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from domain.workflow import workflow_from_dict
-from engine.execution.agentic import PlannerAnswerInvalid, next_step, parse_decision, planner_messages
+from engine.execution.agentic import (
+    PlannerAnswerInvalid,
+    next_step,
+    parse_decision,
+    planner_messages,
+)
 from engine.execution.progress import fold_progress
 from tests.unit.builders import RunLog
 
