@@ -10,6 +10,7 @@ from litestar.params import FromPath
 
 from api.access import visible_run
 from api.envelope import Envelope, ok
+from api.schemas import error_responses
 from engine.bootstrap import Services
 from engine.settings import ApiKey
 from projections.audit import projection_views
@@ -21,7 +22,8 @@ class AuditController(Controller):
     path = "/api/v1/runs/{run_id:str}/audit"
     tags = ["audit"]
 
-    @get(operation_id="auditRun", summary="The live projections of a run (for flowtrail audit)")
+    @get(operation_id="auditRun", summary="The live projections of a run (for flowtrail audit)",
+         responses=error_responses(400, 404))
     async def audit(
         self, run_id: FromPath[str], caller: NamedDependency[ApiKey], services: NamedDependency[Services]
     ) -> Envelope[dict[str, Any]]:

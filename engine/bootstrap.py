@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass
-
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Awaitable, Callable
 
 from engine.access import KeyRing
 from engine.aio import AsyncLog
@@ -15,6 +14,7 @@ from engine.catalogue import DEMO_DIR, Catalogue
 from engine.context.tokens import ContextTokens
 from engine.execution import Engine
 from engine.live import LiveHub
+from engine.retention import sweep_workspaces
 from engine.runs import RunService
 from engine.settings import Settings
 from engine.store import EventLog, parse_database_url
@@ -36,9 +36,9 @@ class Services:
     catalogue: Catalogue
     workspace: Workspace
     tail: PostgresTail | None = None
-    engine: Any = None
-    tokens: Any = None
-    _sweeper: asyncio.Task[None] | None = None
+    engine: Engine | None = None
+    tokens: ContextTokens | None = None
+    _sweepers: list[asyncio.Task[None]] = field(default_factory=list)
 
     async def start(self) -> None:
         """Open connections, load the catalogue and begin the live tail."""
@@ -50,30 +50,51 @@ class Services:
             await self.catalogue.publish_directory(self.settings.workflows_dir)
         if self.tail is not None:
             await self.tail.start()
-        self._sweeper = asyncio.create_task(self._sweep(), name="flowtrail-hot-sweeper")
+        hot_interval = max(1.0, min(60.0, self.settings.stream.hot_retention_seconds / 4))
+        self._sweepers = [
+            asyncio.create_task(_every(hot_interval, self._evict_idle_runs), name="flowtrail-hot-sweeper"),
+            asyncio.create_task(
+                _every(self.settings.uploads.sweep_interval_seconds, self._sweep_workspaces),
+                name="flowtrail-workspace-sweeper",
+            ),
+        ]
         if self.engine is not None:
             await self.engine.recover()
-        self.tokens.start()
+        if self.tokens is not None:
+            self.tokens.start()
 
-    async def _sweep(self) -> None:
-        interval = max(1.0, min(60.0, self.settings.stream.hot_retention_seconds / 4))
-        while True:
-            await asyncio.sleep(interval)
-            self.hub.evict_idle()
+    async def _evict_idle_runs(self) -> None:
+        self.hub.evict_idle()
+
+    async def _sweep_workspaces(self) -> None:
+        removed = await sweep_workspaces(self.log, self.workspace)
+        if removed:
+            log.info("deleted %d workspaces past their retention", len(removed))
 
     async def close(self) -> None:
         """Flush writers, stop the tail and close the store."""
-        if self._sweeper is not None:
-            self._sweeper.cancel()
+        for sweeper in self._sweepers:
+            sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._sweeper
+                await sweeper
         if self.engine is not None:
             await self.engine.close()
-        await self.tokens.close()
+        if self.tokens is not None:
+            await self.tokens.close()
         await self.runs.close()
         if self.tail is not None:
             await self.tail.close()
         await self.log.close()
+
+
+async def _every(seconds: float, job: Callable[[], Awaitable[None]]) -> None:
+    """Run a housekeeping job forever at an interval; a failure is logged, not fatal."""
+    while True:
+        await asyncio.sleep(seconds)
+        try:
+            await job()
+        except Exception:  # noqa: BLE001 - housekeeping must outlive one bad round
+            log.exception("housekeeping job %s failed", getattr(job, "__name__", job))
 
 
 def build_services(settings: Settings) -> Services:

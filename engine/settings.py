@@ -143,6 +143,8 @@ class UploadSettings:
     """Largest whole run-creation request."""
     default_ttl_hours: int = 720
     """Workspace retention when a run does not say."""
+    sweep_interval_seconds: float = 3600.0
+    """How often workspaces past their retention are deleted."""
 
 
 @dataclass(frozen=True)
@@ -218,6 +220,7 @@ class Settings:
             uploads=UploadSettings(
                 max_file_bytes=_int("FLOWTRAIL_MAX_UPLOAD_BYTES", 50 * 1024 * 1024),
                 max_request_bytes=_int("FLOWTRAIL_MAX_REQUEST_BYTES", 200 * 1024 * 1024),
+                sweep_interval_seconds=_float("FLOWTRAIL_WORKSPACE_SWEEP_SECONDS", 3600.0),
             ),
             load_demos=_bool("FLOWTRAIL_LOAD_DEMOS", True),
         )

@@ -10,6 +10,8 @@ import pytest
 from tests.support.server import RunningServer, server_settings
 from tests.support.stores import drop_schema, store_url
 
+pytest_plugins = ["tests.fakes.openai_server"]
+
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:

@@ -8,7 +8,6 @@ import pytest
 
 from domain import events as ev
 from domain.run import RunStatus
-from tests.fakes.openai_server import fake_openai  # noqa: F401
 from tests.support.engine_runs import (
     chunks,
     edge,

@@ -28,7 +28,6 @@ from engine.llm import (
     Usage,
 )
 from tests.fakes.openai_server import Reply, chunk_frame, text_frames
-from tests.fakes.openai_server import fake_openai  # noqa: F401
 
 KEY_ENV = "FLOWTRAIL_TEST_OPENAI_KEY"
 SECRET = "sk-test-0123456789abcdef"
