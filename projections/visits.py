@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from domain import events as ev
 from projections.logs import VisitLog, iso_utc, to_json
@@ -166,16 +166,7 @@ class VisitIndex:
 
     def visit_at(self, node_id: str, iter_seq: int | None = None) -> Visit:
         """The visit of a node with this iterSeq (None: the last one); VisitNotFound if none."""
-        visits = self._by_node.get(node_id, ())
-        if visits and iter_seq is None:
-            return visits[-1]
-        for visit in visits:
-            if visit.iter_seq == iter_seq:
-                return visit
-        raise VisitNotFound(
-            f"node {node_id} has no visit" + ("" if iter_seq is None else f" with iterSeq {iter_seq}"),
-            run_id=self.run_id, node_id=node_id, iter_seq=iter_seq,
-        )
+        return pick_visit(self._by_node.get(node_id, ()), node_id, iter_seq, self.run_id)
 
     def in_order(self) -> list[Visit]:
         """All visits by sortOrder (ties in the order they began)."""
@@ -185,6 +176,19 @@ class VisitIndex:
         """The visited nodes, ordered by their first visit's sortOrder."""
         firsts = sorted((visits[0] for visits in self._by_node.values()), key=lambda visit: visit.order)
         return [visit.node_id for visit in firsts]
+
+
+def pick_visit(visits: Sequence[Visit], node_id: str, iter_seq: int | None, run_id: str | None) -> Visit:
+    """Among a node's visits (in order), the one with this iterSeq (None: the last); VisitNotFound if none."""
+    if visits and iter_seq is None:
+        return visits[-1]
+    for visit in visits:
+        if visit.iter_seq == iter_seq:
+            return visit
+    raise VisitNotFound(
+        f"node {node_id} has no visit" + ("" if iter_seq is None else f" with iterSeq {iter_seq}"),
+        run_id=run_id, node_id=node_id, iter_seq=iter_seq,
+    )
 
 
 def visit_snapshot(visit: Visit) -> dict[str, Any]:

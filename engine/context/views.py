@@ -12,7 +12,14 @@ from engine.clock import utcnow
 from engine.context.tokens import Grant, InvalidToken
 from engine.runs import RunNotFound
 from projections.paths import predecessor_paths
-from projections.visits import Visit, VisitIndex, VisitNotFound, meta_view, output_view
+from projections.visits import (
+    Visit,
+    VisitIndex,
+    VisitNotFound,
+    meta_view,
+    output_view,
+    pick_visit,
+)
 
 if TYPE_CHECKING:
     from engine.bootstrap import Services
@@ -62,16 +69,8 @@ class VisibleIndex:
 
     def visit_at(self, node_id: str, iter_seq: int | None = None) -> Visit:
         """The visible visit of a node with this iterSeq (None: the last visible one); VisitNotFound otherwise."""
-        visits = [visit for visit in self.index.visits_of(node_id) if self.sees(visit)]
-        if visits and iter_seq is None:
-            return visits[-1]
-        for visit in visits:
-            if visit.iter_seq == iter_seq:
-                return visit
-        raise VisitNotFound(
-            f"node {node_id} has no visit" + ("" if iter_seq is None else f" with iterSeq {iter_seq}"),
-            run_id=self.run_id, node_id=node_id, iter_seq=iter_seq,
-        )
+        visible = [visit for visit in self.index.visits_of(node_id) if self.sees(visit)]
+        return pick_visit(visible, node_id, iter_seq, self.run_id)
 
 
 @dataclass(frozen=True)

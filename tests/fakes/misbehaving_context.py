@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from tests.fakes.loopback import LoopbackServer
 from tests.fakes.openai_server import RecordedRequest, _read_request
 
 
@@ -35,17 +36,14 @@ def failure(status: int, message: str) -> Reply:
     return Reply(status=status, body={"code": status, "message": message, "data": None})
 
 
-class MisbehavingContextServer:
+class MisbehavingContextServer(LoopbackServer):
     """Answers each request with the next programmed Reply (the last one repeats)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.requests: list[RecordedRequest] = []
         self._replies: list[Reply] = []
         self._last = success({})
-        self._server: asyncio.Server | None = None
-        self._release = asyncio.Event()
-        self._handlers: set[asyncio.Task] = set()
-        self.port = 0
 
     @property
     def base_url(self) -> str:
@@ -56,40 +54,16 @@ class MisbehavingContextServer:
         """Queue replies, in order."""
         self._replies.extend(replies)
 
-    async def start(self) -> None:
-        """Listen on a free loopback port."""
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def stop(self) -> None:
-        """Release hangs, close connections and stop listening."""
-        self._release.set()
-        if self._server is not None:
-            self._server.close()
-        for task in list(self._handlers):
-            task.cancel()
-        await asyncio.gather(*self._handlers, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._handlers.add(task)
-        try:
-            self.requests.append(await _read_request(reader))
-            if self._replies:
-                self._last = self._replies.pop(0)
-            await self._answer(writer, self._last)
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
-            pass
-        finally:
-            self._handlers.discard(task)
-            writer.close()
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Record the request and send the next reply."""
+        self.requests.append(await _read_request(reader))
+        if self._replies:
+            self._last = self._replies.pop(0)
+        await self._answer(writer, self._last)
 
     async def _answer(self, writer: asyncio.StreamWriter, reply: Reply) -> None:
         if reply.hang:
-            await self._release.wait()
+            await self.hang()
             return
         if reply.drop:
             writer.transport.abort()

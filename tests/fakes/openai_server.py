@@ -9,6 +9,8 @@ from typing import Any, Literal
 import msgspec
 import pytest_asyncio
 
+from tests.fakes.loopback import LoopbackServer
+
 Ending = Literal["done", "eof", "break", "hang"]
 _PHRASES = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
             429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable"}
@@ -71,17 +73,14 @@ def tool_call_frames(calls: list[tuple[str, str, list[str]]]) -> list[dict]:
     return frames
 
 
-class FakeOpenAI:
+class FakeOpenAI(LoopbackServer):
     """Serves `POST /v1/chat/completions`, answering each request with the next programmed Reply."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.requests: list[RecordedRequest] = []
         self._replies: list[Reply] = []
         self._last = Reply(text_frames("ok") + [chunk_frame({}, "stop")])
-        self._server: asyncio.Server | None = None
-        self._release = asyncio.Event()
-        self._handlers: set[asyncio.Task] = set()
-        self.port = 0
 
     @property
     def base_url(self) -> str:
@@ -130,47 +129,24 @@ class FakeOpenAI:
 
     # -- serving -----------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Listen on a free loopback port."""
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def stop(self) -> None:
-        """Release hanging replies, close connections and stop listening."""
-        self._release.set()
-        if self._server is not None:
-            self._server.close()
-        for task in list(self._handlers):
-            task.cancel()
-        await asyncio.gather(*self._handlers, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
 
     def _next_reply(self) -> Reply:
         if self._replies:
             self._last = self._replies.pop(0)
         return self._last
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._handlers.add(task)
-        try:
-            request = await _read_request(reader)
-            self.requests.append(request)
-            if request.method != "POST" or request.path != "/v1/chat/completions":
-                await _send_json(writer, 404, {"error": {"message": f"no route {request.path}"}})
-                return
-            await self._answer(writer, self._next_reply(), request.body)
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
-            pass
-        finally:
-            self._handlers.discard(task)
-            writer.close()
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Record the request and answer it with the next reply."""
+        request = await _read_request(reader)
+        self.requests.append(request)
+        if request.method != "POST" or request.path != "/v1/chat/completions":
+            await _send_json(writer, 404, {"error": {"message": f"no route {request.path}"}})
+            return
+        await self._answer(writer, self._next_reply(), request.body)
 
     async def _answer(self, writer: asyncio.StreamWriter, reply: Reply, body: Any) -> None:
         if reply.hang_before_headers:
-            await self._release.wait()
+            await self.hang()
             return
         if reply.status != 200:
             await _send_json(writer, reply.status, reply.error_body or {})
@@ -190,7 +166,7 @@ class FakeOpenAI:
             writer.transport.abort()
             return
         elif reply.ending == "hang":
-            await self._release.wait()
+            await self.hang()
             return
         writer.write(b"0\r\n\r\n")
         await writer.drain()
