@@ -1,5 +1,7 @@
 """Hot runs: in-memory projections and SSE frames of the runs people are watching.
 
+Messages are framed lazily (a cold load of a long run frames only what a client reads).
+
 Events reach a hot run from the local writer right after each save and, on PostgreSQL,
 from the live tail; duplicates are dropped by position and gaps are filled from the store.
 """
@@ -33,7 +35,7 @@ class HotRun:
         self.summary = RunSummary()
         self.max_frames = max_frames
         self.ids: list[int] = []
-        self.frames: list[bytes] = []
+        self.frames: list[bytes | SseMessage] = []
         self.dropped_upto = 0
         self.terminal_id: int | None = None
         self.pending: dict[int, Any] = {}
@@ -67,7 +69,7 @@ class HotRun:
         if message is None:
             return
         self.ids.append(message.id)
-        self.frames.append(encode_frame(message))
+        self.frames.append(message)
         if is_terminal_message(message):
             self.terminal_id = message.id
         if len(self.ids) > self.max_frames + self.max_frames // 4:
@@ -85,12 +87,22 @@ class HotRun:
         return cursor >= self.dropped_upto
 
     def frames_after(self, cursor: int, limit: int = 2000) -> tuple[list[bytes], int]:
-        """Frames with id > cursor (at most `limit`) and the id of the last one."""
+        """Frames with id > cursor (at most `limit`) and the id of the last one.
+
+        A message is framed the first time any client needs it, then shared by all.
+        """
         start = bisect.bisect_right(self.ids, cursor)
         end = min(len(self.ids), start + limit)
         if start >= end:
             return [], cursor
-        return self.frames[start:end], self.ids[end - 1]
+        frames = self.frames
+        out: list[bytes] = []
+        for i in range(start, end):
+            item = frames[i]
+            if not isinstance(item, bytes):
+                item = frames[i] = encode_frame(item)
+            out.append(item)
+        return out, self.ids[end - 1]
 
     async def wait_for_change(self, timeout: float) -> bool:
         """Wait until new frames arrive (True) or the timeout passes (False)."""
