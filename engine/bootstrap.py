@@ -110,7 +110,7 @@ def build_services(settings: Settings) -> Services:
     runs = RunService(alog, hub, coalesce_seconds=settings.stream.coalesce_ms / 1000.0)
     tail = None
     if location.kind == "postgres":
-        tail = PostgresTail(location, event_log.mapper, wanted=hub.is_hot, deliver=hub.publish)
+        tail = PostgresTail(location, event_log.mapper, wanted=hub.wants, deliver=hub.publish)
     services = Services(
         settings=settings, log=alog, hub=hub, runs=runs, keys=KeyRing(settings.api_keys),
         catalogue=Catalogue(alog), workspace=Workspace(settings.workspaces_dir), tail=tail,

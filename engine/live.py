@@ -135,6 +135,11 @@ class LiveHub:
         """True when this process keeps the run in memory."""
         return run_id in self.runs
 
+    def wants(self, run_id: UUID, position: int) -> bool:
+        """True when the run is hot here and has not applied the event at `position` yet."""
+        hot = self.runs.get(run_id)
+        return hot is not None and position > hot.version
+
     def open(self, run_id: UUID) -> HotRun:
         """Register a brand-new run (its creator will publish its first events)."""
         hot = HotRun(run_id, max_frames=self.max_frames)

@@ -20,14 +20,14 @@ log = logging.getLogger("flowtrail.tail")
 
 
 class PostgresTail:
-    """Delivers every newly committed event of the streams `wanted` says yes to."""
+    """Delivers newly committed events that `wanted(stream, position)` says yes to."""
 
     def __init__(
         self,
         location: StoreLocation,
         mapper: MsgspecMapper,
         *,
-        wanted: Callable[[UUID], bool],
+        wanted: Callable[[UUID, int], bool],
         deliver: Callable[[list[Any]], None],
         batch: int = 2000,
     ) -> None:
@@ -81,7 +81,7 @@ class PostgresTail:
             events = [
                 decode(r["state"], r["topic"], r["originator_version"])
                 for r in rows
-                if self.wanted(r["originator_id"])
+                if self.wanted(r["originator_id"], r["originator_version"])
             ]
             if events:
                 self.deliver(events)
