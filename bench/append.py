@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Self
 
-from bench.common import FLOW, NODE_ID, Fleet, bench_main, median, print_table, verdict
+from bench.common import NODE_ID, Fleet, open_run_visit, bench_main, median, print_table, verdict
 
 TARGET_RATIO = 0.5
 BATCH = 512
@@ -136,25 +136,8 @@ class SqliteRaw:
 
 async def writer_round(services: Any, kind: str, chunks: int) -> dict[str, float]:
     """Chunks/s and events/s of one run's writer: stream `chunks` chunks, flush."""
-    from domain import run as decide
 
-    created = await services.runs.create(caller_key_id="bench", **FLOW)
-    run_id = created.originator_id
-    writer = await services.runs.writer(run_id)
-    await writer.decide(decide.start_run)
-    visit = uuid.uuid4().hex
-    await writer.decide(
-        lambda run, at: decide.start_visit(
-            run,
-            at,
-            visit_uuid=visit,
-            node_id=NODE_ID,
-            node_type="agent",
-            node_label="Research",
-            iter_seq=1,
-            sort_order=1,
-        )
-    )
+    run_id, writer, visit = await open_run_visit(services)
     v0 = writer.run.version
     stream = writer.stream
     sleep = asyncio.sleep

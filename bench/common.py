@@ -652,28 +652,9 @@ class HostCommands:
     async def new_run(
         self, emit: Any, record: bool = True, node_id: str = NODE_ID
     ) -> dict[str, Any]:
-        from domain import run as decide
-
-        runs = self.services.runs
-        created = await runs.create(caller_key_id="bench", **FLOW)
-        run_id = created.originator_id
+        run_id, writer, visit = await open_run_visit(self.services, node_id)
         if record:
             self.recorder.watched[run_id] = {}
-        writer = await runs.writer(run_id)
-        await writer.decide(decide.start_run)
-        visit = uuid.uuid4().hex
-        await writer.decide(
-            lambda run, at: decide.start_visit(
-                run,
-                at,
-                visit_uuid=visit,
-                node_id=node_id,
-                node_type="agent",
-                node_label="Research",
-                iter_seq=1,
-                sort_order=1,
-            )
-        )
         return {"run": run_id.hex, "visit": visit, "version": writer.run.version}
 
     async def stream(
@@ -1174,3 +1155,21 @@ def bench_main(
 
 if __name__ == "__main__":
     main()
+
+
+async def open_run_visit(services: Any, node_id: str = NODE_ID) -> tuple[Any, Any, str]:
+    """A started run with one open agent visit: (run id, its writer, the visit uuid)."""
+    from domain import run as decide
+
+    created = await services.runs.create(caller_key_id="bench", **FLOW)
+    run_id = created.originator_id
+    writer = await services.runs.writer(run_id)
+    await writer.decide(decide.start_run)
+    visit = uuid.uuid4().hex
+    await writer.decide(
+        lambda run, at: decide.start_visit(
+            run, at, visit_uuid=visit, node_id=node_id, node_type="agent", node_label="Research",
+            iter_seq=1, sort_order=1,
+        )
+    )
+    return run_id, writer, visit
