@@ -1153,10 +1153,6 @@ def bench_main(
     _run(go())
 
 
-if __name__ == "__main__":
-    main()
-
-
 async def open_run_visit(services: Any, node_id: str = NODE_ID) -> tuple[Any, Any, str]:
     """A started run with one open agent visit: (run id, its writer, the visit uuid)."""
     from domain import run as decide
@@ -1173,3 +1169,8 @@ async def open_run_visit(services: Any, node_id: str = NODE_ID) -> tuple[Any, An
         )
     )
     return run_id, writer, visit
+
+
+if __name__ == "__main__":
+    main()
+
