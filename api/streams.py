@@ -179,16 +179,11 @@ async def stream_frames(
             if hot.terminal_id is not None:
                 first += hot.frames_after(hot.terminal_id - 1, limit=1)[0]
             yield FrameBatch(first)
-        if not hot.covers(cursor):
-            events = await services.runs.events(hot.run_id)
-            messages = render_all(events, after=cursor)
-            for start in range(0, len(messages), 1000):
-                part = messages[start:start + 1000]
-                kept = [encode_frame(m) for m in part if only.allows(m.event, m.data)]
-                if kept:
-                    yield FrameBatch(kept)
-                cursor = part[-1].id
         while True:
+            if not hot.covers(cursor):
+                async for batch, cursor in _from_store(services, hot, cursor, only):
+                    yield batch
+                continue
             changed = hot.changed_event()
             frames, last = hot.frames_after(cursor)
             if frames:
@@ -205,6 +200,19 @@ async def stream_frames(
                 yield KEEPALIVE
     finally:
         hot.watchers -= 1
+
+
+async def _from_store(
+    services: Services, hot: HotRun, cursor: int, only: StreamFilter
+) -> AsyncIterator[tuple[FrameBatch, int]]:
+    """What memory no longer holds after `cursor` (a client behind the buffer), folded from the log."""
+    messages = render_all(await services.runs.events(hot.run_id), after=cursor)
+    if not messages:
+        yield FrameBatch([]), max(cursor, hot.dropped_upto)
+        return
+    for start in range(0, len(messages), 1000):
+        part = messages[start:start + 1000]
+        yield FrameBatch([encode_frame(m) for m in part if only.allows(m.event, m.data)]), part[-1].id
 
 
 class RunStreamController(Controller):

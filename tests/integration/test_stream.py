@@ -108,3 +108,29 @@ async def test_a_reconnect_older_than_the_memory_buffer_is_served_from_the_store
         assert got.ids == [i for i in await expected_ids(server, run_id) if i > 10]
     finally:
         await server.stop()
+
+
+async def test_a_reader_that_falls_behind_the_memory_buffer_mid_stream_still_gets_every_event(store, tmp_path):
+    import re
+
+    from api.streams import stream_frames
+    from tests.support.server import RunningServer, server_settings
+
+    server = await RunningServer(server_settings(store, tmp_path / "data", hot_buffer_messages=5000)).start()
+    try:
+        services = server.services
+        run_id = await new_run(services)
+        writer = await services.runs.writer(run_id)
+        visit = await open_visit(writer)
+        await stream_steps(writer, visit, 100)
+        hot = await services.runs.hot(run_id)
+        frames = stream_frames(services, hot, 0)
+        ids = [int(i) for i in re.findall(rb"id: (\d+)", (await anext(frames)).encode())]
+        await stream_steps(writer, visit, 7000, start=100)
+        await finish(writer, visit)
+        assert not hot.covers(ids[-1])
+        async for batch in frames:
+            ids += [int(i) for i in re.findall(rb"id: (\d+)", batch.encode())]
+        assert ids == await expected_ids(server, run_id)
+    finally:
+        await server.stop()
