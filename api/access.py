@@ -31,9 +31,14 @@ def parse_run_id(raw: str) -> UUID:
         raise ApiError(400, "VALIDATION_FAILED", f"runId {raw[:64]!r} is not a valid run id (32 hex characters)") from None
 
 
-async def visible_run(services: Services, key: ApiKey, run_id: str, workflow: str | None) -> HotRun:
-    """The run, if it exists, is in the key's scope and (when given) belongs to that workflow."""
-    hot = await services.runs.hot(parse_run_id(run_id))
+async def visible_run(
+    services: Services, key: ApiKey, run_id: str, workflow: str | None, *, first_page: bool = False
+) -> HotRun:
+    """The run, if it exists, is in the key's scope and (when given) belongs to that workflow.
+
+    With `first_page`, a cold run is returned while it is still being loaded (for streams).
+    """
+    hot = await services.runs.hot(parse_run_id(run_id), first_page=first_page)
     summary = hot.summary
     if not may_use(key, summary.workflow_name, summary.workflow_id):
         raise RunNotFound(run_id)

@@ -244,10 +244,11 @@ class RunStreamController(Controller):
             required=False, description="comma-separated node ids whose events to send")] = None,
     ) -> ServerSentEvent:
         """Every run event clients see, once, in order; ends after the terminal event."""
-        hot = await visible_run(services, caller, run_id, workflow_name)
-        cursor = parse_last_event_id(last_event_id, hot.version)
-        only = parse_filter(types, nodes)
         wants_snapshot = parse_flag(snapshot, "snapshot") and not (last_event_id or "").strip()
+        only = parse_filter(types, nodes)
+        hot = await visible_run(services, caller, run_id, workflow_name, first_page=not wants_snapshot)
+        last = hot.version if hot.complete else await services.log.last_position(hot.run_id)
+        cursor = parse_last_event_id(last_event_id, last)
         return ServerSentEvent(
             stream_frames(services, hot, cursor, only=only, snapshot=wants_snapshot),
             headers={"X-Accel-Buffering": "no"},

@@ -29,8 +29,9 @@ class AsyncLog:
         table = qualified_table(self.location.schema, self.location.events_table)
         self._select_stream = (
             f"SELECT originator_version, topic, state FROM {table} "
-            "WHERE originator_id = $1 AND originator_version > $2 ORDER BY originator_version"
+            "WHERE originator_id = $1 AND originator_version > $2 ORDER BY originator_version LIMIT $3"
         )
+        self._select_last = f"SELECT COALESCE(MAX(originator_version), 0) FROM {table} WHERE originator_id = $1"
 
     async def start(self) -> None:
         """Open the asyncpg pool on PostgreSQL."""
@@ -44,13 +45,19 @@ class AsyncLog:
         """Append events durably (all or none)."""
         return await self._in_thread(self.log.append, list(events))
 
-    async def read(self, stream_id: UUID, *, after: int = 0) -> list[Any]:
-        """A stream's events after a position, in order."""
+    async def read(self, stream_id: UUID, *, after: int = 0, limit: int | None = None) -> list[Any]:
+        """A stream's events after a position, in order (at most `limit`)."""
         if self.pool is None:
-            return await self._in_thread(lambda: self.log.read(stream_id, after=after))
-        rows = await self.pool.fetch(self._select_stream, stream_id, after)
+            return await self._in_thread(lambda: self.log.read(stream_id, after=after, limit=limit))
+        rows = await self.pool.fetch(self._select_stream, stream_id, after, limit)
         decode = self.mapper.decode_state
         return [decode(r["state"], r["topic"], r["originator_version"]) for r in rows]
+
+    async def last_position(self, stream_id: UUID) -> int:
+        """The position of a stream's last event (0: no such stream)."""
+        if self.pool is None:
+            return await self._in_thread(self.log.last_position, stream_id)
+        return int(await self.pool.fetchval(self._select_last, stream_id))
 
     async def call(self, fn: Any, *args: Any) -> Any:
         """Run any synchronous store call on a worker thread."""

@@ -103,7 +103,7 @@ def build_services(settings: Settings) -> Services:
     event_log = EventLog(location)
     alog = AsyncLog(event_log, write_threads=settings.store.write_threads)
     hub = LiveHub(
-        lambda run_id, after: alog.read(run_id, after=after),
+        lambda run_id, after, limit: alog.read(run_id, after=after, limit=limit),
         max_frames=settings.stream.hot_buffer_messages,
         retention_seconds=settings.stream.hot_retention_seconds,
     )

@@ -39,6 +39,8 @@ class HotRun:
         self.dropped_upto = 0
         self.terminal_id: int | None = None
         self.pending: dict[int, Any] = {}
+        self.complete = False
+        self.first_page = asyncio.Event()
         self.watchers = 0
         self.writers = 0
         self.touched = time.monotonic()
@@ -118,7 +120,8 @@ class HotRun:
         return self._changed
 
 
-Reader = Callable[[UUID, int], Awaitable[list[Any]]]
+Reader = Callable[[UUID, int, "int | None"], Awaitable[list[Any]]]
+LOAD_PAGE = 500
 
 
 class LiveHub:
@@ -143,6 +146,7 @@ class LiveHub:
     def open(self, run_id: UUID) -> HotRun:
         """Register a brand-new run (its creator will publish its first events)."""
         hot = HotRun(run_id, max_frames=self.max_frames)
+        hot.complete = True
         self.runs[run_id] = hot
         return hot
 
@@ -154,40 +158,59 @@ class LiveHub:
                 by_run.setdefault(event.originator_id, []).append(event)
         for run_id, run_events in by_run.items():
             hot = self.runs[run_id]
-            if hot.offer(run_events) and hot.loaded:
+            if hot.offer(run_events) and hot.complete:
                 asyncio.ensure_future(self._fill_gap(hot))
 
     async def _fill_gap(self, hot: HotRun) -> None:
-        hot.offer(await self._read(hot.run_id, hot.version))
+        hot.offer(await self._read(hot.run_id, hot.version, None))
 
-    async def get(self, run_id: UUID) -> HotRun | None:
-        """The run's hot state, loading it from the store if needed (None: no such run)."""
+    async def get(self, run_id: UUID, *, first_page: bool = False) -> HotRun | None:
+        """The run's hot state, loading it from the store if needed (None: no such run).
+
+        With `first_page`, a run being loaded is returned as soon as its first page is
+        applied (its `complete` is False until the rest follows); a stream can start at once.
+        """
         hot = self.runs.get(run_id)
-        if hot is not None and hot.loaded:
+        if hot is not None and hot.complete:
             hot.touched = time.monotonic()
             return hot
         loading = self._loading.get(run_id)
-        if loading is not None:
-            return await asyncio.shield(loading)
-        future: asyncio.Future[HotRun | None] = asyncio.get_running_loop().create_future()
-        self._loading[run_id] = future
-        try:
-            hot = self.runs.get(run_id) or HotRun(run_id, max_frames=self.max_frames)
+        if loading is None:
+            hot = hot or HotRun(run_id, max_frames=self.max_frames)
             self.runs[run_id] = hot
-            hot.offer(await self._read(run_id, 0))
+            loading = asyncio.ensure_future(self._load(hot))
+            self._loading[run_id] = loading
+        if first_page and hot is not None:
+            page = asyncio.ensure_future(hot.first_page.wait())
+            await asyncio.wait({loading, page}, return_when=asyncio.FIRST_COMPLETED)
+            page.cancel()
+            if not loading.done():
+                return hot if hot.loaded else await asyncio.shield(loading)
+        return await asyncio.shield(loading)
+
+    async def _load(self, hot: HotRun) -> HotRun | None:
+        """Fold the run from the store page by page; the first page wakes `first_page` waiters."""
+        try:
+            after = 0
+            while True:
+                page = await self._read(hot.run_id, after, LOAD_PAGE)
+                hot.offer(page)
+                hot.first_page.set()
+                if len(page) < LOAD_PAGE:
+                    break
+                after = page[-1].originator_version
             if not hot.loaded:
-                self.runs.pop(run_id, None)
-                hot = None
-            future.set_result(hot)
+                self.runs.pop(hot.run_id, None)
+                return None
+            hot.complete = True
+            hot.touched = time.monotonic()
             return hot
-        except BaseException as exc:
-            self.runs.pop(run_id, None)
-            future.set_exception(exc)
+        except BaseException:
+            self.runs.pop(hot.run_id, None)
             raise
         finally:
-            self._loading.pop(run_id, None)
-            if not future.done():
-                future.cancel()
+            hot.first_page.set()
+            self._loading.pop(hot.run_id, None)
 
     def evict_idle(self, now: float | None = None) -> int:
         """Drop runs nobody watched or wrote for the retention time; returns how many."""

@@ -77,9 +77,9 @@ class RunService:
         if hot is not None and hot.writers > 0:
             hot.writers -= 1
 
-    async def hot(self, run_id: UUID) -> HotRun:
-        """The run's in-memory projections (loaded from the log when cold)."""
-        hot = await self.hub.get(run_id)
+    async def hot(self, run_id: UUID, *, first_page: bool = False) -> HotRun:
+        """The run's in-memory projections (loaded from the log when cold; see LiveHub.get)."""
+        hot = await self.hub.get(run_id, first_page=first_page)
         if hot is None:
             raise RunNotFound(run_id.hex)
         return hot

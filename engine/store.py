@@ -144,10 +144,15 @@ class EventLog:
             ) from exc
         return [r.notification.id for r in recordings]
 
-    def read(self, stream_id: UUID, *, after: int = 0, upto: int | None = None) -> list[Any]:
-        """A stream's events with after < position <= upto, in order."""
-        rows = self.app.recorder.select_events(stream_id, gt=after or None, lte=upto)
+    def read(self, stream_id: UUID, *, after: int = 0, upto: int | None = None, limit: int | None = None) -> list[Any]:
+        """A stream's events with after < position <= upto, in order (at most `limit`)."""
+        rows = self.app.recorder.select_events(stream_id, gt=after or None, lte=upto, limit=limit)
         return [self.mapper.to_domain_event(row) for row in rows]
+
+    def last_position(self, stream_id: UUID) -> int:
+        """The position of a stream's last event (0: no such stream)."""
+        rows = self.app.recorder.select_events(stream_id, desc=True, limit=1)
+        return rows[0].originator_version if rows else 0
 
     def events_tagged(self, tag: str, *, after_notification: int = 0, limit: int = 1000) -> list[tuple[int, Any]]:
         """(notification id, event) of every event with one tag, across all streams, in log order."""

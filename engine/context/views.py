@@ -117,7 +117,7 @@ async def run_index(services: Services, run_id: UUID, cold: ColdIndexes | None =
     From the log, `cold` keeps folds between reads (caught up on each); without it every read folds afresh.
     """
     hot = services.hub.runs.get(run_id)
-    if hot is not None and hot.loaded:
+    if hot is not None and hot.complete:
         ended = hot.summary.completed_at
         retention = timedelta(seconds=services.settings.context.hot_retention_seconds)
         if ended is None or utcnow() - ended < retention:
