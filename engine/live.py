@@ -121,7 +121,8 @@ class HotRun:
 
 
 Reader = Callable[[UUID, int, "int | None"], Awaitable[list[Any]]]
-LOAD_PAGE = 500
+FIRST_PAGE = 200
+LOAD_PAGE = 2000
 
 
 class LiveHub:
@@ -191,14 +192,14 @@ class LiveHub:
     async def _load(self, hot: HotRun) -> HotRun | None:
         """Fold the run from the store page by page; the first page wakes `first_page` waiters."""
         try:
-            after = 0
+            after, size = 0, FIRST_PAGE
             while True:
-                page = await self._read(hot.run_id, after, LOAD_PAGE)
+                page = await self._read(hot.run_id, after, size)
                 hot.offer(page)
                 hot.first_page.set()
-                if len(page) < LOAD_PAGE:
+                if len(page) < size:
                     break
-                after = page[-1].originator_version
+                after, size = page[-1].originator_version, LOAD_PAGE
             if not hot.loaded:
                 self.runs.pop(hot.run_id, None)
                 return None
