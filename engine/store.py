@@ -109,6 +109,7 @@ def library_env(location: StoreLocation) -> dict[str, str]:
         "POSTGRES_POOL_SIZE": "6",
         "POSTGRES_MAX_OVERFLOW": "4",
         "POSTGRES_LOCK_TIMEOUT": "10",
+        "APPLICATION_RECORDER_TOPIC": "engine.postgres_recorder:ColumnArrayRecorder",
     }
 
 
@@ -133,11 +134,15 @@ class EventLog:
         self.mapper: MsgspecMapper = self.app.mapper  # type: ignore[assignment]
 
     def append(self, events: Sequence[Any]) -> list[int]:
-        """Append events (all or none); returns their notification ids."""
+        """Append events (all or none); returns their notification ids.
+
+        Goes to the library's event store directly: `Application.save` would only add a
+        runtime Protocol check per event (~13 % of a chunk's cost) and hooks we do not use.
+        """
         if not events:
             return []
         try:
-            recordings = self.app.save(*events)
+            recordings = self.app.events.put(events)
         except IntegrityError as exc:
             raise ConcurrentAppend(
                 f"stream {events[0].originator_id.hex} already has position {events[0].originator_version}"

@@ -61,7 +61,7 @@ class RunWriter:
                 event = decision(run, at)
                 run = evolve(run, event)
                 events.append(event)
-            await self._save(events)
+            await self._save(events, run)
             return events
 
     async def stream(
@@ -119,12 +119,10 @@ class RunWriter:
             )
             run = evolve(run, event)
             events.append(event)
-        await self._save(events)
+        await self._save(events, run)
 
-    async def _save(self, events: list[Any]) -> None:
-        run = self.run
-        for event in events:
-            run = evolve(run, event)
+    async def _save(self, events: list[Any], run: Run) -> None:
+        """Append the events, then take `run` (their fold) as the state and publish them."""
         await self.log.append(events)
         self.run = run
         self.hub.publish(events)

@@ -1,0 +1,43 @@
+"""The library's PostgreSQL application recorder, sending new rows as four binary column arrays.
+
+The library inserts a batch as one text array of a composite type, which psycopg builds
+and escapes in Python row by row. This subclass changes only that encoding; the library
+keeps the connection pool, the transaction, the table lock, the NOTIFY, the returned
+notification ids, the retries and the error mapping. Plugged in through the library's
+`APPLICATION_RECORDER_TOPIC` setting (docs/decisions/0008-postgres-column-arrays.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from eventsourcing.persistence import StoredEvent
+from eventsourcing.postgres import PostgresApplicationRecorder
+from psycopg import Cursor
+from psycopg.sql import SQL, Identifier
+
+
+class ColumnArrayRecorder(PostgresApplicationRecorder):
+    """Inserts events with unnest() over uuid[], int8[], text[] and bytea[] sent in binary."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.insert_columns_statement = SQL(
+            "INSERT INTO {schema}.{table} AS t (originator_id, originator_version, topic, state)"
+            " SELECT * FROM unnest(%b::uuid[], %b::int8[], %b::text[], %b::bytea[])"
+            " RETURNING notification_id"
+        ).format(schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name))
+
+    def _insert_stored_events(self, curs: Cursor[Any], stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
+        """Lock and notify as the library does, then insert the rows as column arrays."""
+        self._lock_table(curs)
+        self._notify_channel(curs)
+        curs.execute(
+            self.insert_columns_statement,
+            (
+                [e.originator_id for e in stored_events],
+                [e.originator_version for e in stored_events],
+                [e.topic for e in stored_events],
+                [e.state for e in stored_events],
+            ),
+        )

@@ -1,0 +1,57 @@
+"""The event log on each store: what goes in comes back, and a taken position is refused."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from uuid import uuid4
+
+import pytest
+
+from domain import events as ev
+from engine.store import ConcurrentAppend, EventLog, parse_database_url
+
+AT = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def log(store):
+    opened = EventLog(parse_database_url(store))
+    yield opened
+    opened.close()
+
+
+def chunks(run_id, first: int, contents: list[str]) -> list[ev.NodeStreamed]:
+    return [
+        ev.NodeStreamed(
+            originator_id=run_id, originator_version=first + i, timestamp=AT,
+            visit_uuid="v1", node_id="draft", kind="step", content=content,
+        )
+        for i, content in enumerate(contents)
+    ]
+
+
+def test_a_batch_reads_back_exactly_with_consecutive_notification_ids(log):
+    run_id = uuid4()
+    contents = ["plain", "ünïcödé ✓", 'quotes " and \\ backslash', "{\"nested\":[1,2]}", "x" * 100_000, ""]
+    ids = log.append(chunks(run_id, 1, contents))
+    assert ids == list(range(ids[0], ids[0] + len(contents)))
+    assert log.read(run_id) == chunks(run_id, 1, contents)
+    assert log.last_position(run_id) == len(contents)
+
+
+def test_a_taken_position_is_refused_and_the_whole_batch_appends_nothing(log):
+    run_id = uuid4()
+    log.append(chunks(run_id, 1, ["a", "b"]))
+    before = log.max_notification_id()
+    with pytest.raises(ConcurrentAppend):
+        log.append(chunks(run_id, 2, ["late", "later"]))
+    assert log.max_notification_id() == before
+    assert [e.content for e in log.read(run_id)] == ["a", "b"]
+
+
+def test_batches_of_several_runs_keep_their_own_positions(log):
+    first, second = uuid4(), uuid4()
+    log.append(chunks(first, 1, ["a1", "a2"]) + chunks(second, 1, ["b1"]))
+    log.append(chunks(second, 2, ["b2"]))
+    assert [e.content for e in log.read(first)] == ["a1", "a2"]
+    assert [e.content for e in log.read(second, after=1)] == ["b2"]
