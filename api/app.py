@@ -17,10 +17,18 @@ from api.routes import CONTROLLERS
 from engine.bootstrap import Services
 
 
-def freeze_startup_heap() -> None:
-    """Move everything allocated at start-up out of the collector's way (shorter GC pauses)."""
+# Collect the young generation every 50,000 allocations instead of 700. A hot run holds
+# thousands of long-lived objects, and with the default thresholds loading one cold run
+# set off a full collection about every third time (30-40 ms each). Our projections make
+# no reference cycles, so little garbage waits for the collector (docs/decisions/0009).
+GC_THRESHOLDS = (50_000, 20, 100)
+
+
+def tune_collector() -> None:
+    """Move start-up objects out of the collector's way and make collections rarer."""
     gc.collect()
     gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def create_app(services: Services) -> Litestar:
@@ -32,7 +40,7 @@ def create_app(services: Services) -> Litestar:
             "caller": Provide(caller_key),
         },
         exception_handlers={Exception: handle_exception},
-        on_startup=[services.start, freeze_startup_heap],
+        on_startup=[services.start, tune_collector],
         on_shutdown=[services.close],
         cors_config=CORSConfig(allow_origins=["*"], allow_headers=["*"], allow_methods=["*"], expose_headers=["*"]),
         openapi_config=OpenAPIConfig(

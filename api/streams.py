@@ -14,7 +14,7 @@ from litestar.params import FromPath, HeaderParameter, QueryParameter
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
 from api.access import visible_run
-from api.errors import validation_failed
+from api.errors import ApiError, validation_failed
 from api.schemas import error_responses
 from engine.bootstrap import Services
 from engine.live import HotRun, encode_frame
@@ -161,6 +161,20 @@ def parse_last_event_id(raw: str | None, last_position: int) -> int:
     return position
 
 
+async def resume_cursor(services: Services, hot: HotRun, raw: str | None) -> int:
+    """The `Last-Event-ID` to resume after, checked against the newest position known.
+
+    A run still loading knows the log's last position from when its load began; an id
+    beyond it (appended since, by another process) is checked against the log once more.
+    """
+    try:
+        return parse_last_event_id(raw, hot.version if hot.complete else hot.known_last)
+    except ApiError:
+        if hot.complete:
+            raise
+        return parse_last_event_id(raw, await services.log.last_position(hot.run_id))
+
+
 async def stream_frames(
     services: Services, hot: HotRun, cursor: int, *, only: StreamFilter = StreamFilter(), snapshot: bool = False,
 ) -> AsyncIterator[ServerSentEventMessage]:
@@ -247,8 +261,7 @@ class RunStreamController(Controller):
         wants_snapshot = parse_flag(snapshot, "snapshot") and not (last_event_id or "").strip()
         only = parse_filter(types, nodes)
         hot = await visible_run(services, caller, run_id, workflow_name, first_page=not wants_snapshot)
-        last = hot.version if hot.complete else await services.log.last_position(hot.run_id)
-        cursor = parse_last_event_id(last_event_id, last)
+        cursor = await resume_cursor(services, hot, last_event_id)
         return ServerSentEvent(
             stream_frames(services, hot, cursor, only=only, snapshot=wants_snapshot),
             headers={"X-Accel-Buffering": "no"},

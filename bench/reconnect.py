@@ -125,7 +125,8 @@ async def bench_store(
                 await fleet.retire(host)
                 host = await fleet.host(store, port=port)
                 restarted.append(await _reconnect(client, host, run, after, last, raw))
-            rows.append(_row(kind, "store: restart", raw, restarted, missed))
+            if restarted:
+                rows.append(_row(kind, "store: restart", raw, restarted, missed))
     return rows
 
 

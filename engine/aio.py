@@ -9,6 +9,7 @@ from uuid import UUID
 
 import asyncpg
 
+from engine.sqlite_reads import SqliteStreamReader
 from engine.store import EventLog
 
 
@@ -26,7 +27,11 @@ class AsyncLog:
         self.mapper = log.mapper
         self._executor = ThreadPoolExecutor(write_threads, thread_name_prefix="flowtrail-store")
         self.pool: asyncpg.Pool | None = None
-        table = qualified_table(self.location.schema, self.location.events_table)
+        self.sqlite: SqliteStreamReader | None = None
+        if self.location.kind == "sqlite":
+            assert self.location.sqlite_path is not None
+            self.sqlite = SqliteStreamReader(self.location.sqlite_path, log.events_table)
+        table = qualified_table(self.location.schema, log.events_table)
         self._select_stream = (
             f"SELECT originator_version, topic, state FROM {table} "
             "WHERE originator_id = $1 AND originator_version > $2 ORDER BY originator_version LIMIT $3"
@@ -34,9 +39,16 @@ class AsyncLog:
         self._select_last = f"SELECT COALESCE(MAX(originator_version), 0) FROM {table} WHERE originator_id = $1"
 
     async def start(self) -> None:
-        """Open the asyncpg pool on PostgreSQL."""
+        """Open the asyncpg pool on PostgreSQL, then warm the read path."""
         if self.location.kind == "postgres":
             self.pool = await asyncpg.create_pool(min_size=1, max_size=4, **self.location.asyncpg_dsn())
+        await self._warm_reads()
+
+    async def _warm_reads(self) -> None:
+        """Start the reader threads, open their connections and prepare the statements now,
+        so the first reconnect after a start does not pay for them."""
+        nobody = UUID(int=0)
+        await asyncio.gather(self.read(nobody, limit=1), self.read(nobody, limit=1), self.last_position(nobody))
 
     async def _in_thread(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
@@ -47,14 +59,21 @@ class AsyncLog:
 
     async def read(self, stream_id: UUID, *, after: int = 0, limit: int | None = None) -> list[Any]:
         """A stream's events after a position, in order (at most `limit`)."""
-        if self.pool is None:
+        if self.sqlite is not None:
+            loop = asyncio.get_running_loop()
+            rows = await loop.run_in_executor(self.sqlite.executor, self.sqlite.rows, stream_id, after, limit)
+        elif self.pool is not None:
+            rows = await self.pool.fetch(self._select_stream, stream_id, after, limit)
+        else:
             return await self._in_thread(lambda: self.log.read(stream_id, after=after, limit=limit))
-        rows = await self.pool.fetch(self._select_stream, stream_id, after, limit)
         decode = self.mapper.decode_state
-        return [decode(r["state"], r["topic"], r["originator_version"]) for r in rows]
+        return [decode(state, topic, position) for position, topic, state in rows]
 
     async def last_position(self, stream_id: UUID) -> int:
         """The position of a stream's last event (0: no such stream)."""
+        if self.sqlite is not None:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self.sqlite.executor, self.sqlite.last_position, stream_id)
         if self.pool is None:
             return await self._in_thread(self.log.last_position, stream_id)
         return int(await self.pool.fetchval(self._select_last, stream_id))
@@ -67,5 +86,7 @@ class AsyncLog:
         """Close the pool, the threads and the library's connections."""
         if self.pool is not None:
             await self.pool.close()
+        if self.sqlite is not None:
+            self.sqlite.close()
         self._executor.shutdown(wait=True)
         self.log.close()

@@ -104,6 +104,7 @@ def build_services(settings: Settings) -> Services:
     alog = AsyncLog(event_log, write_threads=settings.store.write_threads)
     hub = LiveHub(
         lambda run_id, after, limit: alog.read(run_id, after=after, limit=limit),
+        alog.last_position,
         max_frames=settings.stream.hot_buffer_messages,
         retention_seconds=settings.stream.hot_retention_seconds,
     )

@@ -41,6 +41,7 @@ class HotRun:
         self.pending: dict[int, Any] = {}
         self.complete = False
         self.first_page = asyncio.Event()
+        self.store_last = 0
         self.watchers = 0
         self.writers = 0
         self.touched = time.monotonic()
@@ -50,6 +51,11 @@ class HotRun:
     def loaded(self) -> bool:
         """True once the run's first event was applied."""
         return self.version > 0
+
+    @property
+    def known_last(self) -> int:
+        """The newest position known here: applied, or seen in the log when a load began."""
+        return max(self.version, self.store_last)
 
     def offer(self, events: Iterable[Any]) -> bool:
         """Apply new events in order; returns True when a gap is waiting to be filled."""
@@ -121,15 +127,18 @@ class HotRun:
 
 
 Reader = Callable[[UUID, int, "int | None"], Awaitable[list[Any]]]
+LastPosition = Callable[[UUID], Awaitable[int]]
 FIRST_PAGE = 200
 LOAD_PAGE = 2000
+FOLD_SLICE = 250
 
 
 class LiveHub:
     """The set of hot runs in this process."""
 
-    def __init__(self, read: Reader, *, max_frames: int, retention_seconds: float) -> None:
+    def __init__(self, read: Reader, last_position: LastPosition, *, max_frames: int, retention_seconds: float) -> None:
         self._read = read
+        self._last_position = last_position
         self.max_frames = max_frames
         self.retention_seconds = retention_seconds
         self.runs: dict[UUID, HotRun] = {}
@@ -190,28 +199,40 @@ class LiveHub:
         return await asyncio.shield(loading)
 
     async def _load(self, hot: HotRun) -> HotRun | None:
-        """Fold the run from the store page by page; the first page wakes `first_page` waiters."""
+        """Fold the run from the store page by page; the first page wakes `first_page` waiters.
+
+        The next page is read while the current one is folded, a slice at a time, so the
+        event loop is never held for long (streams write between slices).
+        """
+        run_id, following = hot.run_id, None
         try:
-            after, size = 0, FIRST_PAGE
+            page, hot.store_last = await asyncio.gather(self._read(run_id, 0, FIRST_PAGE), self._last_position(run_id))
+            size = FIRST_PAGE
             while True:
-                page = await self._read(hot.run_id, after, size)
-                hot.offer(page)
+                if len(page) == size:
+                    following = asyncio.ensure_future(self._read(run_id, page[-1].originator_version, LOAD_PAGE))
+                for start in range(0, len(page), FOLD_SLICE):
+                    if start:
+                        await asyncio.sleep(0)
+                    hot.offer(page[start:start + FOLD_SLICE])
                 hot.first_page.set()
-                if len(page) < size:
+                if following is None:
                     break
-                after, size = page[-1].originator_version, LOAD_PAGE
+                page, size, following = await following, LOAD_PAGE, None
             if not hot.loaded:
-                self.runs.pop(hot.run_id, None)
+                self.runs.pop(run_id, None)
                 return None
             hot.complete = True
             hot.touched = time.monotonic()
             return hot
         except BaseException:
-            self.runs.pop(hot.run_id, None)
+            self.runs.pop(run_id, None)
+            if following is not None:
+                following.cancel()
             raise
         finally:
             hot.first_page.set()
-            self._loading.pop(hot.run_id, None)
+            self._loading.pop(run_id, None)
 
     def evict_idle(self, now: float | None = None) -> int:
         """Drop runs nobody watched or wrote for the retention time; returns how many."""

@@ -132,6 +132,7 @@ class EventLog:
             _ensure_schema(location)
         self.app = FlowtrailApplication(env=library_env(location))
         self.mapper: MsgspecMapper = self.app.mapper  # type: ignore[assignment]
+        self.events_table: str = self.app.recorder.events_table_name  # type: ignore[attr-defined]
 
     def append(self, events: Sequence[Any]) -> list[int]:
         """Append events (all or none); returns their notification ids.

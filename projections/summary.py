@@ -52,16 +52,6 @@ class RunSummary:
         self.working_dir_files: tuple[str, ...] = ()
         self.asked_clarify_ids: set[str] = set()
         self.answered_clarify_ids: set[str] = set()
-        self._handlers: dict[type, Callable[[Any], None]] = {
-            ev.RunCreated: self._created,
-            ev.RunStarted: self._started,
-            ev.ClarifyRequested: self._clarify_requested,
-            ev.ClarifyAnswered: self._clarify_answered,
-            ev.RunCancelRequested: self._cancel_requested,
-            ev.RunCancelled: self._cancelled,
-            ev.RunCompleted: self._completed,
-            ev.RunFailed: self._failed,
-        }
 
     @property
     def external_status(self) -> str:
@@ -73,9 +63,9 @@ class RunSummary:
         self.last_event_id = event.originator_version
         if produces_sse_message(event):
             self.last_sse_id = event.originator_version
-        handler = self._handlers.get(type(event))
+        handler = _SUMMARY_HANDLERS.get(type(event))
         if handler is not None:
-            handler(event)
+            handler(self, event)
 
     def _created(self, event: ev.RunCreated) -> None:
         self.run_id = event.originator_id.hex
@@ -161,6 +151,19 @@ class RunSummary:
             "askedClarifyIds": sorted(self.asked_clarify_ids),
             "answeredClarifyIds": sorted(self.answered_clarify_ids),
         }
+
+
+# Plain functions, not bound methods: no reference cycle, so a dropped projection is freed at once.
+_SUMMARY_HANDLERS: dict[type, Callable[[Any, Any], None]] = {
+    ev.RunCreated: RunSummary._created,
+    ev.RunStarted: RunSummary._started,
+    ev.ClarifyRequested: RunSummary._clarify_requested,
+    ev.ClarifyAnswered: RunSummary._clarify_answered,
+    ev.RunCancelRequested: RunSummary._cancel_requested,
+    ev.RunCancelled: RunSummary._cancelled,
+    ev.RunCompleted: RunSummary._completed,
+    ev.RunFailed: RunSummary._failed,
+}
 
 
 def summarize(events: "list[ev.RunEvent] | tuple[ev.RunEvent, ...]") -> RunSummary:

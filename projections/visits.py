@@ -80,22 +80,14 @@ class VisitIndex:
         self._by_uuid: dict[str, Visit] = {}
         self._by_node: dict[str, list[Visit]] = {}
         self._arrival: list[Visit] = []
-        self._handlers: dict[type, Callable[[Any], None]] = {
-            ev.VisitStarted: self._started,
-            ev.VisitSkipped: self._skipped,
-            ev.NodeStreamed: self._streamed,
-            ev.VisitCompleted: self._completed,
-            ev.VisitFailed: self._failed,
-            ev.ClarifyRequested: self._clarify,
-        }
 
     def apply(self, event: ev.RunEvent) -> None:
         """Fold one run event into the index."""
         if self.run_id is None:
             self.run_id = event.originator_id.hex
-        handler = self._handlers.get(type(event))
+        handler = _INDEX_HANDLERS.get(type(event))
         if handler is not None:
-            handler(event)
+            handler(self, event)
 
     def _open(self, event: ev.VisitStarted | ev.VisitSkipped, iter_seq: int) -> Visit | None:
         if event.visit_uuid in self._by_uuid:
@@ -176,6 +168,17 @@ class VisitIndex:
         """The visited nodes, ordered by their first visit's sortOrder."""
         firsts = sorted((visits[0] for visits in self._by_node.values()), key=lambda visit: visit.order)
         return [visit.node_id for visit in firsts]
+
+
+# Plain functions, not bound methods: no reference cycle, so a dropped projection is freed at once.
+_INDEX_HANDLERS: dict[type, Callable[[Any, Any], None]] = {
+    ev.VisitStarted: VisitIndex._started,
+    ev.VisitSkipped: VisitIndex._skipped,
+    ev.NodeStreamed: VisitIndex._streamed,
+    ev.VisitCompleted: VisitIndex._completed,
+    ev.VisitFailed: VisitIndex._failed,
+    ev.ClarifyRequested: VisitIndex._clarify,
+}
 
 
 def pick_visit(visits: Sequence[Visit], node_id: str, iter_seq: int | None, run_id: str | None) -> Visit:

@@ -8,6 +8,7 @@ from uuid import uuid4
 import pytest
 
 from domain import events as ev
+from engine.aio import AsyncLog
 from engine.store import ConcurrentAppend, EventLog, parse_database_url
 
 AT = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
@@ -55,3 +56,26 @@ def test_batches_of_several_runs_keep_their_own_positions(log):
     log.append(chunks(second, 2, ["b2"]))
     assert [e.content for e in log.read(first)] == ["a1", "a2"]
     assert [e.content for e in log.read(second, after=1)] == ["b2"]
+
+
+@pytest.fixture
+async def async_log(store):
+    opened = AsyncLog(EventLog(parse_database_url(store)))
+    await opened.start()
+    yield opened
+    await opened.close()
+
+
+async def test_the_async_read_path_returns_what_the_library_reads(async_log):
+    run_id = uuid4()
+    await async_log.append(chunks(run_id, 1, [f"c{i}" for i in range(30)]))
+    library = async_log.log.read(run_id)
+    assert await async_log.read(run_id) == library
+    assert await async_log.read(run_id, after=10, limit=5) == library[10:15]
+    assert await async_log.read(run_id, after=30) == []
+    assert await async_log.last_position(run_id) == 30
+
+
+async def test_an_unknown_stream_reads_as_empty(async_log):
+    assert await async_log.read(uuid4()) == []
+    assert await async_log.last_position(uuid4()) == 0

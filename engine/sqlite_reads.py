@@ -1,0 +1,59 @@
+"""Range reads of one stream straight from the library's SQLite table, on reader threads.
+
+The library's `select_events` builds a `StoredEvent` and parses a UUID per row and
+shares the writers' connection. Reading `(position, tag, state)` on read-only
+connections of our own is 3-5x faster and never waits behind a write (WAL mode).
+PostgreSQL reads are the asyncpg equivalent in `engine.aio`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from uuid import UUID
+
+Row = tuple[int, str, bytes]
+
+
+class SqliteStreamReader:
+    """Reads a stream's rows with read-only connections, one per reader thread."""
+
+    def __init__(self, path: Path, table: str, *, threads: int = 2) -> None:
+        self.executor = ThreadPoolExecutor(threads, thread_name_prefix="flowtrail-read")
+        self._uri = f"{path.resolve().as_uri()}?mode=ro"
+        self._local = threading.local()
+        self._opened: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        quoted = '"{}"'.format(table.replace('"', '""'))
+        self._select = (
+            f"SELECT originator_version, topic, state FROM {quoted} "
+            "WHERE originator_id = ? AND originator_version > ? ORDER BY originator_version LIMIT ?"
+        )
+        self._select_last = f"SELECT COALESCE(MAX(originator_version), 0) FROM {quoted} WHERE originator_id = ?"
+
+    def _connection(self) -> sqlite3.Connection:
+        connection = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = sqlite3.connect(self._uri, uri=True, check_same_thread=False, isolation_level=None)
+            self._local.connection = connection
+            with self._lock:
+                self._opened.append(connection)
+        return connection
+
+    def rows(self, stream_id: UUID, after: int, limit: int | None) -> list[Row]:
+        """(position, tag, state) of the stream's rows after `after`, in order."""
+        return self._connection().execute(self._select, (stream_id.hex, after, -1 if limit is None else limit)).fetchall()
+
+    def last_position(self, stream_id: UUID) -> int:
+        """The stream's last position (0: no such stream)."""
+        return int(self._connection().execute(self._select_last, (stream_id.hex,)).fetchone()[0])
+
+    def close(self) -> None:
+        """Stop the reader threads and close their connections."""
+        self.executor.shutdown(wait=True)
+        with self._lock:
+            for connection in self._opened:
+                connection.close()
+            self._opened.clear()
