@@ -16,7 +16,6 @@ from api.errors import handle_exception
 from api.routes import CONTROLLERS
 from engine.bootstrap import Services
 
-
 # Collect the young generation every 50,000 allocations instead of 700. A hot run holds
 # thousands of long-lived objects, and with the default thresholds loading one cold run
 # set off a full collection about every third time (30-40 ms each). Our projections make

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass
 from typing import Annotated, Any, AsyncIterator
@@ -19,6 +18,7 @@ from api.schemas import error_responses
 from engine.bootstrap import Services
 from engine.live import HotRun, encode_frame
 from engine.settings import ApiKey
+from engine.waiting import wait_event
 from projections.sse import TERMINAL_EVENTS, render_all
 from projections.visits import visit_snapshot
 
@@ -208,9 +208,7 @@ async def stream_frames(
                 continue
             if hot.terminal_id is not None and cursor >= hot.terminal_id or time.monotonic() >= deadline:
                 return
-            try:
-                await asyncio.wait_for(changed.wait(), keepalive)
-            except asyncio.TimeoutError:
+            if not await wait_event(changed, keepalive):
                 yield KEEPALIVE
     finally:
         hot.watchers -= 1

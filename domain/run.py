@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 from datetime import datetime
 from functools import singledispatch
-from typing import Any
+from typing import Any, Sequence
 from uuid import UUID
 
 import msgspec
@@ -129,18 +129,43 @@ def start_visit(run: Run, at: datetime, **fields: Any) -> ev.VisitStarted:
     return ev.VisitStarted(**_next(run, at), **fields)
 
 
+class StreamPiece(msgspec.Struct, frozen=True):
+    """One piece of a visit's stream, as a writer buffered it."""
+
+    at: datetime
+    visit_uuid: str
+    node_id: str
+    kind: str
+    content: str
+    tool_name: str | None = None
+
+
+def check_stream_chunk(run: Run, visit_uuid: str, kind: str) -> None:
+    """Refuse a stream piece for a visit that is not open, or of an unknown kind."""
+    _check_open_visit(run, visit_uuid, "stream")
+    if kind not in ev.STREAM_KINDS or kind == "clarify_request":
+        raise IllegalTransition(f"unknown stream kind {kind!r}", run_id=run.id.hex)
+
+
 def stream_chunk(
     run: Run, at: datetime, *, visit_uuid: str, node_id: str, kind: str, content: str,
     tool_name: str | None = None,
 ) -> ev.NodeStreamed:
     """Record a piece of a visit's stream."""
-    _check_open_visit(run, visit_uuid, "stream")
-    if kind not in ev.STREAM_KINDS or kind == "clarify_request":
-        raise IllegalTransition(f"unknown stream kind {kind!r}", run_id=run.id.hex)
-    return ev.NodeStreamed(
-        **_next(run, at), visit_uuid=visit_uuid, node_id=node_id, kind=kind,
-        content=content, tool_name=tool_name,
-    )
+    return stream_chunks(run, [StreamPiece(at, visit_uuid, node_id, kind, content, tool_name)])[0]
+
+
+def stream_chunks(run: Run, pieces: Sequence[StreamPiece]) -> list[ev.NodeStreamed]:
+    """Record several pieces of visits' streams at consecutive positions, each checked."""
+    events = []
+    for offset, piece in enumerate(pieces, start=1):
+        check_stream_chunk(run, piece.visit_uuid, piece.kind)
+        events.append(ev.NodeStreamed(
+            originator_id=run.id, originator_version=run.version + offset, timestamp=piece.at,
+            visit_uuid=piece.visit_uuid, node_id=piece.node_id, kind=piece.kind,
+            content=piece.content, tool_name=piece.tool_name,
+        ))
+    return events
 
 
 def complete_visit(run: Run, at: datetime, *, visit_uuid: str, node_id: str, output: dict[str, Any]) -> ev.VisitCompleted:
@@ -331,6 +356,16 @@ def evolve(run: Run | None, event: ev.RunEvent) -> Run:
     if run is None:
         raise IllegalTransition(f"a run's first event must be RunCreated, got {ev.event_tag(event)}")
     return msgspec.structs.replace(_mutate(event, run), version=event.originator_version)
+
+
+def evolve_all(run: Run, events: Sequence[ev.RunEvent]) -> Run:
+    """The run's state after more events (stream chunks change nothing but the position)."""
+    if not events:
+        return run
+    for event in events:
+        if type(event) is not ev.NodeStreamed:
+            run = evolve(run, event)
+    return msgspec.structs.replace(run, version=events[-1].originator_version)
 
 
 def fold(events: "list[ev.RunEvent] | tuple[ev.RunEvent, ...]") -> Run | None:

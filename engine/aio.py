@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 from uuid import UUID
 
 import asyncpg
@@ -27,6 +27,8 @@ class AsyncLog:
         self.mapper = log.mapper
         self._executor = ThreadPoolExecutor(write_threads, thread_name_prefix="flowtrail-store")
         self.pool: asyncpg.Pool | None = None
+        self.on_appended: Callable[[list[int]], None] | None = None
+        self._appending: set[asyncio.Future[list[int]]] = set()
         self.sqlite: SqliteStreamReader | None = None
         if self.location.kind == "sqlite":
             assert self.location.sqlite_path is not None
@@ -54,8 +56,22 @@ class AsyncLog:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
     async def append(self, events: Sequence[Any]) -> list[int]:
-        """Append events durably (all or none)."""
-        return await self._in_thread(self.log.append, list(events))
+        """Append events durably (all or none); returns their notification ids."""
+        saving = asyncio.get_running_loop().run_in_executor(self._executor, self.log.append, list(events))
+        self._appending.add(saving)
+        saving.add_done_callback(self._appended)
+        ids: list[int] = await saving
+        return ids
+
+    def _appended(self, saving: asyncio.Future[list[int]]) -> None:
+        self._appending.discard(saving)
+        if self.on_appended is not None and not saving.cancelled() and saving.exception() is None:
+            self.on_appended(saving.result())
+
+    async def appends_done(self) -> None:
+        """Wait until the appends this process has in flight now are stored (or failed)."""
+        if self._appending:
+            await asyncio.wait(set(self._appending))
 
     async def read(self, stream_id: UUID, *, after: int = 0, limit: int | None = None) -> list[Any]:
         """A stream's events after a position, in order (at most `limit`)."""

@@ -111,7 +111,10 @@ def build_services(settings: Settings) -> Services:
     runs = RunService(alog, hub, coalesce_seconds=settings.stream.coalesce_ms / 1000.0)
     tail = None
     if location.kind == "postgres":
-        tail = PostgresTail(location, event_log.mapper, wanted=hub.wants, deliver=hub.publish)
+        tail = PostgresTail(
+            location, event_log.mapper, wanted=hub.wants, deliver=hub.publish, local_appends_done=alog.appends_done,
+        )
+        alog.on_appended = tail.appended_here
     services = Services(
         settings=settings, log=alog, hub=hub, runs=runs, keys=KeyRing(settings.api_keys),
         catalogue=Catalogue(alog), workspace=Workspace(settings.workspaces_dir), tail=tail,

@@ -112,15 +112,6 @@ class HotRun:
             out.append(item)
         return out, self.ids[end - 1]
 
-    async def wait_for_change(self, timeout: float) -> bool:
-        """Wait until new frames arrive (True) or the timeout passes (False)."""
-        changed = self._changed
-        try:
-            await asyncio.wait_for(changed.wait(), timeout)
-        except asyncio.TimeoutError:
-            return False
-        return True
-
     def changed_event(self) -> asyncio.Event:
         """The event that the next change will set (take it before reading frames)."""
         return self._changed

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -13,6 +14,8 @@ from engine.aio import AsyncLog
 from engine.clock import utcnow
 from engine.live import HotRun, LiveHub
 from engine.writer import RunWriter
+
+log = logging.getLogger("flowtrail.runs")
 
 
 class RunNotFound(LookupError):
@@ -72,10 +75,12 @@ class RunService:
         self._writer_locks.pop(run_id, None)
         if writer is None:
             return
-        await writer.flush()
-        hot = self.hub.runs.get(run_id)
-        if hot is not None and hot.writers > 0:
-            hot.writers -= 1
+        try:
+            await writer.flush()
+        finally:
+            hot = self.hub.runs.get(run_id)
+            if hot is not None and hot.writers > 0:
+                hot.writers -= 1
 
     async def hot(self, run_id: UUID, *, first_page: bool = False) -> HotRun:
         """The run's in-memory projections (loaded from the log when cold; see LiveHub.get)."""
@@ -89,6 +94,9 @@ class RunService:
         return await self.log.read(run_id, after=after)
 
     async def close(self) -> None:
-        """Flush every writer."""
+        """Flush every writer; one that cannot flush is logged and does not stop the others."""
         for run_id in list(self._writers):
-            await self.release(run_id)
+            try:
+                await self.release(run_id)
+            except Exception:  # noqa: BLE001 - shutdown goes on; the log keeps what was stored
+                log.exception("run %s: buffered events could not be stored at shutdown", run_id.hex)

@@ -1,13 +1,19 @@
 """Live tail of the PostgreSQL log: LISTEN on the library's channel, read new rows by position.
 
-It lets a server process see events that another process appended.
+It lets a server process see events that another process appended. Rows this process
+appended itself are skipped without being read: the library inserts under an exclusive
+table lock, so notification ids are handed out in commit order and each append's ids are
+one contiguous range; once such a range is committed, every smaller id is committed or
+will never exist. On a wake-up the tail first lets this process's appends in flight
+finish, so it knows their ids before it reads.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 from uuid import UUID
 
 import asyncpg
@@ -15,8 +21,10 @@ import asyncpg
 from engine.aio import qualified_table
 from engine.mapper import MsgspecMapper
 from engine.store import StoreLocation
+from engine.waiting import wait_event
 
 log = logging.getLogger("flowtrail.tail")
+NO_LIMIT = 2**63 - 1
 
 
 class PostgresTail:
@@ -29,19 +37,22 @@ class PostgresTail:
         *,
         wanted: Callable[[UUID, int], bool],
         deliver: Callable[[list[Any]], None],
+        local_appends_done: Callable[[], Awaitable[None]] | None = None,
         batch: int = 2000,
     ) -> None:
         self.location = location
         self.mapper = mapper
         self.wanted = wanted
         self.deliver = deliver
+        self.local_appends_done = local_appends_done
         self.batch = batch
         self.cursor = 0
         table = qualified_table(location.schema, location.events_table)
         self._select_new = (
             f"SELECT notification_id, originator_id, originator_version, topic, state FROM {table} "
-            "WHERE notification_id > $1 ORDER BY notification_id LIMIT $2"
+            "WHERE notification_id > $1 AND notification_id < $3 ORDER BY notification_id LIMIT $2"
         )
+        self._own: list[tuple[int, int]] = []
         self._select_max = f"SELECT COALESCE(MAX(notification_id), 0) FROM {table}"
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -57,14 +68,25 @@ class PostgresTail:
     def _notified(self, *_: Any) -> None:
         self._wake.set()
 
+    def appended_here(self, notification_ids: list[int]) -> None:
+        """Note the ids of an append this process made, so the tail need not read them back."""
+        if notification_ids and notification_ids[-1] > self.cursor:
+            bisect.insort(self._own, (notification_ids[0], notification_ids[-1]))
+
+    def _skip_own(self) -> int | None:
+        """Move the cursor past our own appends that follow it; the first id of the next one."""
+        while self._own and self._own[0][0] <= self.cursor + 1:
+            first, last = self._own.pop(0)
+            self.cursor = max(self.cursor, last)
+        return self._own[0][0] if self._own else None
+
     async def _run(self) -> None:
         while True:
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout=1.0)
-            except asyncio.TimeoutError:
-                pass
+            await wait_event(self._wake, 1.0)
             self._wake.clear()
             try:
+                if self.local_appends_done is not None:
+                    await self.local_appends_done()
                 await self._drain()
             except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError) as exc:
                 log.warning("live tail read failed, reconnecting: %s", exc)
@@ -73,20 +95,27 @@ class PostgresTail:
     async def _drain(self) -> None:
         assert self._conn is not None
         while True:
-            rows = await self._conn.fetch(self._select_new, self.cursor, self.batch)
-            if not rows:
+            own_next = self._skip_own()
+            below = own_next if own_next is not None else NO_LIMIT
+            rows = await self._conn.fetch(self._select_new, self.cursor, self.batch, below)
+            if rows:
+                self.cursor = rows[-1]["notification_id"]
+                self._deliver(rows)
+            if len(rows) == self.batch:
+                continue
+            if own_next is None:
                 return
-            self.cursor = rows[-1]["notification_id"]
-            decode = self.mapper.decode_state
-            events = [
-                decode(r["state"], r["topic"], r["originator_version"])
-                for r in rows
-                if self.wanted(r["originator_id"], r["originator_version"])
-            ]
-            if events:
-                self.deliver(events)
-            if len(rows) < self.batch:
-                return
+            self.cursor = max(self.cursor, own_next - 1)
+
+    def _deliver(self, rows: list[asyncpg.Record]) -> None:
+        decode = self.mapper.decode_state
+        events = [
+            decode(r["state"], r["topic"], r["originator_version"])
+            for r in rows
+            if self.wanted(r["originator_id"], r["originator_version"])
+        ]
+        if events:
+            self.deliver(events)
 
     async def _reconnect(self) -> None:
         await asyncio.sleep(0.5)

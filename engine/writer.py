@@ -2,7 +2,9 @@
 
 Stream chunks are buffered for a short window; consecutive thinking chunks of one visit
 are merged (chunks of other visits in between do not break the run), and everything
-buffered is appended in one transaction.
+buffered is appended in one transaction. When a full buffer is handed to the store, the
+caller goes on buffering while it is written; at most one such append is in flight, and
+the next starts only after it succeeded, so positions never skip.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from datetime import datetime
 from typing import Any, Callable
 
 from domain import events as ev
-from domain.run import Run, evolve, stream_chunk
+from domain.run import Run, StreamPiece, check_stream_chunk, evolve, evolve_all, stream_chunks
 from engine.aio import AsyncLog
 from engine.clock import utcnow
 from engine.live import LiveHub
@@ -33,6 +35,9 @@ class _Chunk:
     def merges_with(self, visit_uuid: str, kind: str, tool_name: str | None) -> bool:
         return kind in MERGEABLE_KINDS and (self.visit_uuid, self.kind, self.tool_name) == (visit_uuid, kind, tool_name)
 
+    def piece(self) -> StreamPiece:
+        return StreamPiece(self.at, self.visit_uuid, self.node_id, self.kind, "".join(self.parts), self.tool_name)
+
 
 class RunWriter:
     """Serialises every append to one run."""
@@ -47,6 +52,7 @@ class RunWriter:
         self._last_of_visit: dict[str, _Chunk] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._flush_error: BaseException | None = None
+        self._appending: asyncio.Future[None] | None = None
         self.chunks_received = 0
 
     async def decide(self, *decisions: Decision) -> list[ev.RunEvent]:
@@ -61,7 +67,7 @@ class RunWriter:
                 event = decision(run, at)
                 run = evolve(run, event)
                 events.append(event)
-            await self._save(events, run)
+            await self._append(events, run)
             return events
 
     async def stream(
@@ -69,18 +75,19 @@ class RunWriter:
     ) -> None:
         """Buffer one stream chunk; it is appended within the coalescing window."""
         self._raise_flush_error()
-        at = utcnow()
-        stream_chunk(self.run, at, visit_uuid=visit_uuid, node_id=node_id, kind=kind, content=content, tool_name=tool_name)
+        check_stream_chunk(self.run, visit_uuid, kind)
         self.chunks_received += 1
         last = self._last_of_visit.get(visit_uuid)
         if last is not None and last.merges_with(visit_uuid, kind, tool_name):
             last.parts.append(content)
         else:
-            chunk = _Chunk(visit_uuid, node_id, kind, content, tool_name, at)
+            chunk = _Chunk(visit_uuid, node_id, kind, content, tool_name, utcnow())
             self._chunks.append(chunk)
             self._last_of_visit[visit_uuid] = chunk
-        if self.coalesce_seconds <= 0 or len(self._chunks) >= MAX_BUFFERED_CHUNKS:
+        if self.coalesce_seconds <= 0:
             await self.flush()
+        elif len(self._chunks) >= MAX_BUFFERED_CHUNKS:
+            await self._hand_over()
         elif self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(self.coalesce_seconds, self._flush_soon)
 
@@ -99,30 +106,41 @@ class RunWriter:
             raise error
 
     async def flush(self) -> None:
-        """Append every buffered chunk now."""
+        """Append every buffered chunk now and wait until all of them are stored."""
         async with self._lock:
             await self._flush_locked()
 
     async def _flush_locked(self) -> None:
+        await self._settle()
+        events, run = self._take_buffer()
+        await self._append(events, run)
+
+    async def _hand_over(self) -> None:
+        """Start appending the buffer and return as soon as the append before it is stored."""
+        async with self._lock:
+            await self._settle()
+            events, run = self._take_buffer()
+            if events:
+                self._appending = asyncio.ensure_future(self._append(events, run))
+
+    async def _settle(self) -> None:
+        """Wait for the append in flight (its error is raised here)."""
+        appending, self._appending = self._appending, None
+        if appending is not None:
+            await appending
+
+    def _take_buffer(self) -> tuple[list[ev.NodeStreamed], Run]:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if not self._chunks:
-            return
-        chunks, self._chunks = self._chunks, []
-        self._last_of_visit = {}
-        run, events = self.run, []
-        for chunk in chunks:
-            event = stream_chunk(
-                run, chunk.at, visit_uuid=chunk.visit_uuid, node_id=chunk.node_id, kind=chunk.kind,
-                content="".join(chunk.parts), tool_name=chunk.tool_name,
-            )
-            run = evolve(run, event)
-            events.append(event)
-        await self._save(events, run)
+        chunks, self._chunks, self._last_of_visit = self._chunks, [], {}
+        events = stream_chunks(self.run, [chunk.piece() for chunk in chunks])
+        return events, evolve_all(self.run, events)
 
-    async def _save(self, events: list[Any], run: Run) -> None:
+    async def _append(self, events: list[Any], run: Run) -> None:
         """Append the events, then take `run` (their fold) as the state and publish them."""
+        if not events:
+            return
         await self.log.append(events)
         self.run = run
         self.hub.publish(events)

@@ -11,9 +11,9 @@ from typing import Any, NamedTuple
 import msgspec
 
 from engine.llm.types import (
-    CollectingProvider,
     Chunk,
     ClarifyAsk,
+    CollectingProvider,
     CompletionRequest,
     Finished,
     LlmCancelled,
@@ -28,6 +28,7 @@ from engine.llm.types import (
     ToolProgress,
     Usage,
 )
+from engine.waiting import wait_event
 
 Step = dict[str, Any]
 Turn = list[Step]
@@ -188,8 +189,6 @@ async def _wait(cancel: asyncio.Event | None, seconds: float | None) -> None:
     if cancel is None:
         await (asyncio.sleep(seconds) if seconds is not None else asyncio.Event().wait())
         return
-    try:
-        await asyncio.wait_for(cancel.wait(), seconds)
-    except TimeoutError:
+    if not await wait_event(cancel, seconds):
         return
     raise LlmCancelled("cancelled while streaming")

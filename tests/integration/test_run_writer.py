@@ -10,7 +10,9 @@ from domain import events as ev
 from domain import run as decide
 from domain.errors import IllegalTransition, RunAlreadyStarted
 from engine.bootstrap import build_services
-from tests.support.runs import new_run, open_visit
+from engine.store import ConcurrentAppend
+from engine.writer import MAX_BUFFERED_CHUNKS
+from tests.support.runs import new_run, open_visit, stream_steps
 from tests.support.server import server_settings
 
 
@@ -105,3 +107,34 @@ async def test_thinking_of_parallel_visits_is_merged_per_visit_and_keeps_each_vi
     for visit, prefix in ((left, "L"), (right, "R")):
         text = "".join(e.content for e in streamed if e.visit_uuid == visit)
         assert text == "".join(f"{prefix}{i} " for i in range(100))
+
+
+async def test_full_buffers_are_stored_while_chunks_keep_coming_and_positions_never_skip(services):
+    run_id = await new_run(services)
+    writer = await services.runs.writer(run_id)
+    visit = await open_visit(writer)
+    count = 3 * MAX_BUFFERED_CHUNKS + 10
+    await stream_steps(writer, visit, count)
+    await writer.flush()
+    events = await services.runs.events(run_id)
+    assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
+    steps = [e.content for e in events if isinstance(e, ev.NodeStreamed)]
+    assert steps == [f'{{"iteration":{i}}}' for i in range(count)]
+    assert writer.run.version == events[-1].originator_version
+
+
+async def test_an_append_that_loses_a_race_to_another_writer_fails_and_stores_none_of_its_chunks(services, store, tmp_path):
+    run_id = await new_run(services)
+    writer = await services.runs.writer(run_id)
+    visit = await open_visit(writer)
+    other = build_services(server_settings(store, tmp_path / "other"))
+    await other.start()
+    try:
+        await open_visit(await other.runs.writer(run_id), node_id="elsewhere")
+    finally:
+        await other.close()
+    before = await services.runs.events(run_id)
+    with pytest.raises(ConcurrentAppend):
+        await stream_steps(writer, visit, MAX_BUFFERED_CHUNKS + 20)
+        await writer.flush()
+    assert await services.runs.events(run_id) == before
