@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import gc
-
 from litestar import Litestar
 from litestar.config.cors import CORSConfig
 from litestar.di import Provide
@@ -14,20 +12,7 @@ from litestar.openapi.spec import Components, SecurityScheme
 from api.access import caller_key
 from api.errors import handle_exception
 from api.routes import CONTROLLERS
-from engine.bootstrap import Services
-
-# Collect the young generation every 50,000 allocations instead of 700. A hot run holds
-# thousands of long-lived objects, and with the default thresholds loading one cold run
-# set off a full collection about every third time (30-40 ms each). Our projections make
-# no reference cycles, so little garbage waits for the collector (docs/decisions/0009).
-GC_THRESHOLDS = (50_000, 20, 100)
-
-
-def tune_collector() -> None:
-    """Move start-up objects out of the collector's way and make collections rarer."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
+from engine.bootstrap import Services, tune_collector
 
 
 def create_app(services: Services) -> Litestar:

@@ -158,7 +158,7 @@ async def writer_round(services: Any, kind: str, chunks: int) -> dict[str, float
 async def bench_store(
     fleet: Fleet, kind: str, chunks: int, rounds: int
 ) -> list[dict[str, Any]]:
-    from engine.bootstrap import build_services
+    from engine.bootstrap import build_services, tune_collector
     from engine.settings import Settings, StoreSettings
 
     store = fleet.store(kind)
@@ -169,6 +169,7 @@ async def bench_store(
     )
     services = build_services(settings)
     await services.start()
+    tune_collector()  # as the server does at start-up
     mapper = services.log.mapper
     rows_out: list[dict[str, Any]] = []
     try:

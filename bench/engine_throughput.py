@@ -30,7 +30,7 @@ from uuid import UUID
 
 from bench.common import Store, bench_main, ms, percentile, print_table
 from domain import events as ev
-from engine.bootstrap import Services, build_services
+from engine.bootstrap import Services, build_services, tune_collector
 from engine.settings import ContextSettings, EngineSettings, Settings, StoreSettings
 
 CHAIN, TURNS = 10, 10
@@ -130,6 +130,7 @@ async def measure(kind: str, label: str, tools: bool, repeat: int, concurrent_ru
     services = build_services(settings)
     try:
         await services.start()
+        tune_collector()  # as the server does at start-up
         return [await one_run(services, label, repeat), await concurrent(services, label, concurrent_runs)]
     finally:
         await services.close()

@@ -89,8 +89,8 @@ def _check_not_finished(run: Run, action: str) -> None:
 
 
 def _check_executing(run: Run, action: str) -> None:
-    _check_not_finished(run, action)
     if run.status not in EXECUTING:
+        _check_not_finished(run, action)
         raise IllegalTransition(
             f"run {run.id.hex} is {run.status.value}; cannot {action}",
             run_id=run.id.hex,

@@ -137,18 +137,21 @@ class EventLog:
     def append(self, events: Sequence[Any]) -> list[int]:
         """Append events (all or none); returns their notification ids.
 
-        Goes to the library's event store directly: `Application.save` would only add a
-        runtime Protocol check per event (~13 % of a chunk's cost) and hooks we do not use.
+        Maps the events and hands the rows to the library's recorder, which is what the
+        library's `EventStore.put` does too; `Application.save` and `put` would add a
+        runtime Protocol check and two record objects per event that we never use
+        (together about a quarter of a stream chunk's cost).
         """
         if not events:
             return []
+        rows = [self.mapper.to_stored_event(event) for event in events]
         try:
-            recordings = self.app.events.put(events)
+            ids = self.app.recorder.insert_events(rows)
         except IntegrityError as exc:
             raise ConcurrentAppend(
                 f"stream {events[0].originator_id.hex} already has position {events[0].originator_version}"
             ) from exc
-        return [r.notification.id for r in recordings]
+        return list(ids or ())
 
     def read(self, stream_id: UUID, *, after: int = 0, upto: int | None = None, limit: int | None = None) -> list[Any]:
         """A stream's events with after < position <= upto, in order (at most `limit`)."""

@@ -20,7 +20,7 @@ from engine.clock import utcnow
 from engine.live import LiveHub
 
 MERGEABLE_KINDS = frozenset({"thinking"})
-MAX_BUFFERED_CHUNKS = 512
+MAX_BUFFERED_CHUNKS = 2048
 
 Decision = Callable[[Run, datetime], ev.RunEvent]
 
