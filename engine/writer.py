@@ -67,7 +67,8 @@ class RunWriter:
                 event = decision(run, at)
                 run = evolve(run, event)
                 events.append(event)
-            await self._append(events, run)
+            self._start_append(events, run)
+            await self._settle()
             return events
 
     async def stream(
@@ -112,22 +113,31 @@ class RunWriter:
 
     async def _flush_locked(self) -> None:
         await self._settle()
-        events, run = self._take_buffer()
-        await self._append(events, run)
+        self._start_append(*self._take_buffer())
+        await self._settle()
 
     async def _hand_over(self) -> None:
         """Start appending the buffer and return as soon as the append before it is stored."""
         async with self._lock:
             await self._settle()
-            events, run = self._take_buffer()
-            if events:
-                self._appending = asyncio.ensure_future(self._append(events, run))
+            self._start_append(*self._take_buffer())
+
+    def _start_append(self, events: list[Any], run: Run) -> None:
+        """Append in a task of its own: a caller that is cancelled never cuts an append short,
+        so the state always matches the log."""
+        if events:
+            self._appending = asyncio.ensure_future(self._append(events, run))
 
     async def _settle(self) -> None:
-        """Wait for the append in flight (its error is raised here)."""
-        appending, self._appending = self._appending, None
-        if appending is not None:
-            await appending
+        """Wait for the append in flight to end (its error is raised here, once)."""
+        appending = self._appending
+        if appending is None:
+            return
+        try:
+            await asyncio.shield(appending)
+        finally:
+            if appending.done() and self._appending is appending:
+                self._appending = None
 
     def _take_buffer(self) -> tuple[list[ev.NodeStreamed], Run]:
         if self._timer is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 
@@ -12,7 +13,7 @@ from domain.errors import IllegalTransition, RunAlreadyStarted
 from engine.bootstrap import build_services
 from engine.store import ConcurrentAppend
 from engine.writer import MAX_BUFFERED_CHUNKS
-from tests.support.runs import new_run, open_visit, stream_steps
+from tests.support.runs import finish, new_run, open_visit, stream_steps
 from tests.support.server import server_settings
 
 
@@ -138,3 +139,25 @@ async def test_an_append_that_loses_a_race_to_another_writer_fails_and_stores_no
         await stream_steps(writer, visit, MAX_BUFFERED_CHUNKS + 20)
         await writer.flush()
     assert await services.runs.events(run_id) == before
+
+
+async def test_callers_cancelled_in_the_middle_of_appends_leave_the_writer_in_step_with_the_log(services):
+    run_id = await new_run(services)
+    writer = await services.runs.writer(run_id)
+    visit = await open_visit(writer)
+
+    async def stream_and_flush(start: int) -> None:
+        await stream_steps(writer, visit, MAX_BUFFERED_CHUNKS + 100, start=start)
+        await writer.flush()
+
+    for round_, delay in enumerate((0.0, 0.001, 0.003, 0.01, 0.03)):
+        caller = asyncio.ensure_future(stream_and_flush(round_ * 10_000))
+        await asyncio.sleep(delay)
+        caller.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await caller
+    await writer.flush()
+    await finish(writer, visit)
+    events = await services.runs.events(run_id)
+    assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
+    assert writer.run.version == events[-1].originator_version
