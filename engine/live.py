@@ -117,6 +117,17 @@ class HotRun:
         return self._changed
 
 
+def _by_run(events: list[Any]) -> dict[UUID, list[Any]]:
+    """Events grouped by run, each group in order (a writer's batch is one run: one lookup)."""
+    first = events[0].originator_id if events else None
+    if all(event.originator_id is first for event in events):
+        return {first: events} if events else {}
+    grouped: dict[UUID, list[Any]] = {}
+    for event in events:
+        grouped.setdefault(event.originator_id, []).append(event)
+    return grouped
+
+
 Reader = Callable[[UUID, int, "int | None"], Awaitable[list[Any]]]
 LastPosition = Callable[[UUID], Awaitable[int]]
 FIRST_PAGE = 200
@@ -153,13 +164,9 @@ class LiveHub:
 
     def publish(self, events: list[Any]) -> None:
         """Offer newly stored events to the hot runs they belong to."""
-        by_run: dict[UUID, list[Any]] = {}
-        for event in events:
-            if event.originator_id in self.runs:
-                by_run.setdefault(event.originator_id, []).append(event)
-        for run_id, run_events in by_run.items():
-            hot = self.runs[run_id]
-            if hot.offer(run_events) and hot.complete:
+        for run_id, run_events in _by_run(events).items():
+            hot = self.runs.get(run_id)
+            if hot is not None and hot.offer(run_events) and hot.complete:
                 asyncio.ensure_future(self._fill_gap(hot))
 
     async def _fill_gap(self, hot: HotRun) -> None:

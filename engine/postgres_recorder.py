@@ -18,7 +18,11 @@ from psycopg.sql import SQL, Identifier
 
 
 class ColumnArrayRecorder(PostgresApplicationRecorder):
-    """Inserts events with unnest() over uuid[], int8[], text[] and bytea[] sent in binary."""
+    """Inserts events with unnest() over uuid[], int8[], text[] and bytea[] sent in binary.
+
+    The statement is rendered once and prepared on each connection, as the library
+    prepares its lock statement.
+    """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -26,18 +30,16 @@ class ColumnArrayRecorder(PostgresApplicationRecorder):
             "INSERT INTO {schema}.{table} AS t (originator_id, originator_version, topic, state)"
             " SELECT * FROM unnest(%b::uuid[], %b::int8[], %b::text[], %b::bytea[])"
             " RETURNING notification_id"
-        ).format(schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name))
+        ).format(schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name)).as_bytes(None)
 
     def _insert_stored_events(self, curs: Cursor[Any], stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
         """Lock and notify as the library does, then insert the rows as column arrays."""
         self._lock_table(curs)
         self._notify_channel(curs)
-        curs.execute(
-            self.insert_columns_statement,
-            (
-                [e.originator_id for e in stored_events],
-                [e.originator_version for e in stored_events],
-                [e.topic for e in stored_events],
-                [e.state for e in stored_events],
-            ),
+        columns = (
+            [e.originator_id for e in stored_events],
+            [e.originator_version for e in stored_events],
+            [e.topic for e in stored_events],
+            [e.state for e in stored_events],
         )
+        curs.execute(self.insert_columns_statement, columns, prepare=True)
