@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import anyio
 from litestar import Litestar
 from litestar.config.cors import CORSConfig
 from litestar.di import Provide
@@ -15,6 +16,12 @@ from api.routes import CONTROLLERS
 from engine.bootstrap import Services, tune_collector
 
 
+async def load_stream_backend() -> None:
+    """Load anyio's asyncio backend now: Litestar's streaming responses use it, and its
+    first use imports it (~10 ms that the first stream after a start would pay)."""
+    await anyio.sleep(0)
+
+
 def create_app(services: Services) -> Litestar:
     """A Litestar app serving `services`; it starts and closes them with the server."""
     return Litestar(
@@ -24,7 +31,7 @@ def create_app(services: Services) -> Litestar:
             "caller": Provide(caller_key),
         },
         exception_handlers={Exception: handle_exception},
-        on_startup=[services.start, tune_collector],
+        on_startup=[services.start, load_stream_backend, tune_collector],
         on_shutdown=[services.close],
         cors_config=CORSConfig(allow_origins=["*"], allow_headers=["*"], allow_methods=["*"], expose_headers=["*"]),
         openapi_config=OpenAPIConfig(
