@@ -26,6 +26,8 @@ Decision = Callable[[Run, datetime], ev.RunEvent]
 
 
 class _Chunk:
+    """A mergeable piece still growing (thinking); other kinds are buffered as StreamPiece."""
+
     __slots__ = ("visit_uuid", "node_id", "kind", "parts", "tool_name", "at")
 
     def __init__(self, visit_uuid: str, node_id: str, kind: str, content: str, tool_name: str | None, at: datetime):
@@ -48,8 +50,8 @@ class RunWriter:
         self.run = run
         self.coalesce_seconds = coalesce_seconds
         self._lock = asyncio.Lock()
-        self._chunks: list[_Chunk] = []
-        self._last_of_visit: dict[str, _Chunk] = {}
+        self._chunks: list[_Chunk | StreamPiece] = []
+        self._last_of_visit: dict[str, _Chunk | StreamPiece] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._flush_error: BaseException | None = None
         self._appending: asyncio.Future[None] | None = None
@@ -79,10 +81,13 @@ class RunWriter:
         check_stream_chunk(self.run, visit_uuid, kind)
         self.chunks_received += 1
         last = self._last_of_visit.get(visit_uuid)
-        if last is not None and last.merges_with(visit_uuid, kind, tool_name):
+        if type(last) is _Chunk and last.merges_with(visit_uuid, kind, tool_name):
             last.parts.append(content)
         else:
-            chunk = _Chunk(visit_uuid, node_id, kind, content, tool_name, utcnow())
+            chunk: _Chunk | StreamPiece = (
+                _Chunk(visit_uuid, node_id, kind, content, tool_name, utcnow()) if kind in MERGEABLE_KINDS
+                else StreamPiece(utcnow(), visit_uuid, node_id, kind, content, tool_name)
+            )
             self._chunks.append(chunk)
             self._last_of_visit[visit_uuid] = chunk
         if self.coalesce_seconds <= 0:
@@ -144,7 +149,7 @@ class RunWriter:
             self._timer.cancel()
             self._timer = None
         chunks, self._chunks, self._last_of_visit = self._chunks, [], {}
-        events = stream_chunks(self.run, [chunk.piece() for chunk in chunks])
+        events = stream_chunks(self.run, [c.piece() if type(c) is _Chunk else c for c in chunks])
         return events, evolve_all(self.run, events)
 
     async def _append(self, events: list[Any], run: Run) -> None:

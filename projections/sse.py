@@ -51,8 +51,13 @@ class SseProjection:
     def apply(self, event: ev.RunEvent) -> SseMessage | None:
         """Fold one event; its SSE message, or None when clients are not shown it."""
         self.index.apply(event)
-        render = _RENDERERS.get(type(event))
-        data = render(self, event, self.index.run_id) if render is not None else None
+        kind, run_id = type(event), self.index.run_id
+        render = _STATELESS.get(kind)
+        if render is not None:
+            data = render(event, run_id)
+        else:
+            method = _STATEFUL.get(kind)
+            data = method(self, event, run_id) if method is not None else None
         if data is None:
             return None
         return SseMessage(event.originator_version, data["type"], _encoder.encode(data))
@@ -144,28 +149,23 @@ def _run_cancelled(event: ev.RunCancelled, run_id: str) -> dict[str, Any]:
     return {"runId": run_id, "type": "workflow_error", "error": cancel_error(event.reason), "success": False}
 
 
-Renderer = Callable[[SseProjection, Any, str], "dict[str, Any] | None"]
-
-
-def _stateless(render: Callable[[Any, str], dict[str, Any]]) -> Renderer:
-    return lambda projection, event, run_id: render(event, run_id)
-
-
 # Plain functions, not bound methods: a projection holds no reference to itself, so a hot
 # run that is dropped is freed at once instead of waiting for the cycle collector.
-_RENDERERS: dict[type, Renderer] = {
+_STATEFUL: dict[type, Callable[[SseProjection, Any, str], "dict[str, Any] | None"]] = {
     ev.RunCreated: SseProjection._created,
-    ev.VisitStarted: _stateless(_visit_started),
     ev.VisitCompleted: SseProjection._visit_ended,
     ev.VisitFailed: SseProjection._visit_ended,
     ev.VisitSkipped: SseProjection._visit_ended,
-    ev.NodeStreamed: _stateless(_node_streamed),
-    ev.ClarifyRequested: _stateless(_clarify_requested),
     ev.VisitRecorded: SseProjection._visit_recorded,
-    ev.PlannerDecided: _stateless(_planner_decided),
-    ev.RunCompleted: _stateless(_run_completed),
-    ev.RunFailed: _stateless(_run_failed),
-    ev.RunCancelled: _stateless(_run_cancelled),
+}
+_STATELESS: dict[type, Callable[[Any, str], dict[str, Any]]] = {
+    ev.VisitStarted: _visit_started,
+    ev.NodeStreamed: _node_streamed,
+    ev.ClarifyRequested: _clarify_requested,
+    ev.PlannerDecided: _planner_decided,
+    ev.RunCompleted: _run_completed,
+    ev.RunFailed: _run_failed,
+    ev.RunCancelled: _run_cancelled,
 }
 
 
