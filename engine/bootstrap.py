@@ -70,7 +70,7 @@ class Services:
     async def _sweep_workspaces(self) -> None:
         removed = await sweep_workspaces(self.log, self.workspace)
         if removed:
-            log.info("deleted %d workspaces past their retention", len(removed))
+            log.info("deleted %d workspaces (past their retention, or left by an unfinished upload)", len(removed))
 
     async def close(self) -> None:
         """Flush writers, stop the tail and close the store."""

@@ -1,4 +1,8 @@
-"""Workspace retention: a run's files are deleted `ttlHours` after the run was created."""
+"""Workspace retention: a run's files are deleted `ttlHours` after the run was created.
+
+A folder whose run was never created (the process stopped during a multipart upload,
+before RunCreated was stored) is deleted once it has not changed for an hour.
+"""
 
 from __future__ import annotations
 
@@ -17,10 +21,23 @@ def expired_runs(created: Iterable[RunCreated], now: datetime) -> list[UUID]:
     return [e.originator_id for e in created if e.timestamp + timedelta(hours=e.ttl_hours) <= now]
 
 
+ORPHAN_GRACE = timedelta(hours=1)
+
+
+def orphaned_folders(folders: dict[UUID, float], created: Iterable[RunCreated], now: datetime) -> list[UUID]:
+    """Folders of runs that were never created and have not changed for ORPHAN_GRACE."""
+    known = {e.originator_id for e in created}
+    cutoff = (now - ORPHAN_GRACE).timestamp()
+    return [run_id for run_id, modified in folders.items() if run_id not in known and modified <= cutoff]
+
+
 async def sweep_workspaces(log: AsyncLog, workspace: Workspace, now: datetime | None = None) -> list[UUID]:
-    """Delete the workspaces of every run past its retention; returns those runs."""
+    """Delete the workspaces of runs past their retention, and orphaned upload folders; returns their ids."""
+    now = now or utcnow()
     created = await log.call(log.log.all_events_tagged, "RunCreated")
-    expired = [run_id for run_id in expired_runs(created, now or utcnow()) if workspace.path_for(run_id).exists()]
-    for run_id in expired:
+    folders = await log.call(workspace.run_folders)
+    doomed = [run_id for run_id in expired_runs(created, now) if run_id in folders]
+    doomed += orphaned_folders(folders, created, now)
+    for run_id in doomed:
         await log.call(workspace.remove, run_id)
-    return expired
+    return doomed

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import os
 import shutil
-import time
 from pathlib import Path, PurePosixPath
 from uuid import UUID
 
@@ -62,13 +62,15 @@ class Workspace:
         """Delete a run's files."""
         shutil.rmtree(self.path_for(run_id), ignore_errors=True)
 
-    def remove_expired(self, ttl_hours_of: dict[UUID, int], now: float | None = None) -> list[UUID]:
-        """Delete workspaces older than their run's TTL; returns the runs cleaned."""
-        now = time.time() if now is None else now
-        removed = []
-        for run_id, ttl_hours in ttl_hours_of.items():
-            path = self.path_for(run_id)
-            if path.is_dir() and now - path.stat().st_mtime > ttl_hours * 3600:
-                self.remove(run_id)
-                removed.append(run_id)
-        return removed
+    def run_folders(self) -> dict[UUID, float]:
+        """Every folder named like a run id, with its last-modified time (other names are not ours)."""
+        if not self.root.is_dir():
+            return {}
+        found = {}
+        for entry in os.scandir(self.root):
+            if entry.is_dir(follow_symlinks=False) and len(entry.name) == 32:
+                try:
+                    found[UUID(hex=entry.name)] = entry.stat(follow_symlinks=False).st_mtime
+                except ValueError:
+                    continue
+        return found

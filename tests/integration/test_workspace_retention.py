@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import time
 from datetime import timedelta
+from uuid import uuid4
 
 from engine.clock import utcnow
 from engine.retention import sweep_workspaces
@@ -19,3 +22,18 @@ async def test_a_workspace_past_its_runs_retention_is_deleted_and_a_younger_one_
     assert removed == [old.originator_id]
     assert services.workspace.files(old.originator_id) == []
     assert services.workspace.files(young.originator_id) == ["notes/a.txt"]
+
+
+async def test_an_upload_folder_whose_run_was_never_created_is_deleted_after_an_hour_of_quiet(server):
+    services = server.services
+    abandoned, uploading = uuid4(), uuid4()
+    for run_id in (abandoned, uploading):
+        services.workspace.write(run_id, "data.csv", b"1,2")
+    an_hour_ago = time.time() - 3700
+    os.utime(services.workspace.path_for(abandoned), (an_hour_ago, an_hour_ago))
+    not_ours = services.workspace.root / "notes"
+    not_ours.mkdir()
+    removed = await sweep_workspaces(services.log, services.workspace)
+    assert removed == [abandoned]
+    assert services.workspace.files(uploading) == ["data.csv"]
+    assert not_ours.is_dir()
