@@ -6,11 +6,10 @@ from typing import Any
 
 from litestar import Controller, get
 from litestar.di import NamedDependency
-from litestar.params import FromPath
 
 from api.access import visible_run
 from api.envelope import Envelope, ok
-from api.schemas import error_responses
+from api.schemas import RunIdInPath, error_responses
 from engine.bootstrap import Services
 from engine.settings import ApiKey
 from projections.audit import projection_views
@@ -19,13 +18,13 @@ from projections.audit import projection_views
 class AuditController(Controller):
     """What the service holds in memory for a run, so an auditor can diff it with the log."""
 
-    path = "/api/v1/runs/{run_id:str}/audit"
+    path = "/api/v1/runs/{runId:str}/audit"
     tags = ["audit"]
 
     @get(operation_id="auditRun", summary="The live projections of a run (for flowtrail audit)",
          responses=error_responses(400, 404))
     async def audit(
-        self, run_id: FromPath[str], caller: NamedDependency[ApiKey], services: NamedDependency[Services]
+        self, run_id: RunIdInPath, caller: NamedDependency[ApiKey], services: NamedDependency[Services]
     ) -> Envelope[dict[str, Any]]:
         """Projections at one position of the run, as served."""
         hot = await visible_run(services, caller, run_id, None)

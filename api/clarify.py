@@ -13,12 +13,19 @@ from typing import Any
 import msgspec
 from litestar import Controller, Request, get, post
 from litestar.di import NamedDependency
-from litestar.params import FromPath
 
 from api.access import parse_run_id, visible_run
 from api.envelope import Envelope, ok
 from api.errors import validation_failed
-from api.schemas import ResumeRequest, ResumeResult, RunState, documented_body, error_responses, inline_schema
+from api.schemas import (
+    ResumeRequest,
+    ResumeResult,
+    RunIdInPath,
+    RunState,
+    documented_body,
+    error_responses,
+    inline_schema,
+)
 from api.uploads import read_json_body
 from api.views import require_engine, state_view
 from domain.errors import ClarifyAlreadyAnswered, ClarifyNotFound, RunAlreadyFinished
@@ -58,7 +65,7 @@ def check_answerable(summary: RunSummary, clarify_id: str) -> None:
 class ClarifyController(Controller):
     """Answer a run's question and restore the question panel after a reconnect."""
 
-    path = "/api/v1/runs/{run_id:str}"
+    path = "/api/v1/runs/{runId:str}"
     tags = ["askfor"]
 
     @post(
@@ -71,7 +78,7 @@ class ClarifyController(Controller):
         responses=error_responses(400, 404, 409, 410, 503),
     )
     async def resume(
-        self, request: Request[Any, Any, Any], run_id: FromPath[str],
+        self, request: Request[Any, Any, Any], run_id: RunIdInPath,
         caller: NamedDependency[ApiKey], services: NamedDependency[Services],
     ) -> Envelope[ResumeResult]:
         """Store the answer; `accepted` says whether the paused run took it up at once."""
@@ -89,7 +96,7 @@ class ClarifyController(Controller):
         responses=error_responses(400, 404),
     )
     async def state(
-        self, run_id: FromPath[str], caller: NamedDependency[ApiKey], services: NamedDependency[Services],
+        self, run_id: RunIdInPath, caller: NamedDependency[ApiKey], services: NamedDependency[Services],
     ) -> Envelope[RunState]:
         """`{runId, status, currentPause}`; `choices` is an array, `createdAt` ISO_LOCAL_DATE_TIME."""
         hot = await visible_run(services, caller, run_id, None)

@@ -14,7 +14,7 @@ from uuid import UUID, uuid4
 
 from litestar import Controller, Request, Response, get, post
 from litestar.di import NamedDependency
-from litestar.params import FromPath, HeaderParameter
+from litestar.params import HeaderParameter
 from litestar.response import ServerSentEvent, Stream
 
 from api.access import visible_run
@@ -26,8 +26,11 @@ from api.schemas import (
     CreatedRun,
     CreateRunRequest,
     LogEntry,
+    NodeIdInPath,
+    RunIdInPath,
     RunView,
     StartedRun,
+    WorkflowNameInPath,
     also_ok_as_replay_or_stream,
     documented_body,
     error_responses,
@@ -134,7 +137,7 @@ def node_known(services: Services, hot: HotRun, node_id: str) -> bool:
 class RunController(Controller):
     """Runs of one workflow."""
 
-    path = "/api/v1/workflows/{workflow_name:str}/runs"
+    path = "/api/v1/workflows/{workflowName:str}/runs"
     tags = ["runs"]
 
     @post(
@@ -153,7 +156,7 @@ class RunController(Controller):
     async def create(
         self,
         request: Request[Any, Any, Any],
-        workflow_name: FromPath[str],
+        workflow_name: WorkflowNameInPath,
         caller: NamedDependency[ApiKey],
         services: NamedDependency[Services],
         idempotency_key: Annotated[str | None, IDEMPOTENCY_HEADER] = None,
@@ -195,14 +198,14 @@ class RunController(Controller):
         return EventStreamAnswer(stream_frames(services, hot, cursor), headers=headers, status_code=200)
 
     @post(
-        "/{run_id:str}/start",
+        "/{runId:str}/start",
         operation_id="startRun",
         summary="Start a created run",
         status_code=200,
         responses=error_responses(400, 404, 409, 410, 503),
     )
     async def start(
-        self, workflow_name: FromPath[str], run_id: FromPath[str],
+        self, workflow_name: WorkflowNameInPath, run_id: RunIdInPath,
         caller: NamedDependency[ApiKey], services: NamedDependency[Services],
     ) -> Envelope[StartedRun]:
         """Start the run; a second start is 409 RUN_ALREADY_STARTED."""
@@ -214,13 +217,13 @@ class RunController(Controller):
         return ok(started_view(hot.summary))
 
     @get(
-        "/{run_id:str}",
+        "/{runId:str}",
         operation_id="getRun",
         summary="A run's status, outputs, nodes and workspace",
         responses=error_responses(400, 404),
     )
     async def get_run(
-        self, workflow_name: FromPath[str], run_id: FromPath[str],
+        self, workflow_name: WorkflowNameInPath, run_id: RunIdInPath,
         caller: NamedDependency[ApiKey], services: NamedDependency[Services],
     ) -> Envelope[RunView]:
         """The persisted result of a run, in the seed's shape."""
@@ -229,13 +232,13 @@ class RunController(Controller):
         return ok(run_view(hot, files, size))
 
     @get(
-        "/{run_id:str}/nodes/{node_id:str}/logs",
+        "/{runId:str}/nodes/{nodeId:str}/logs",
         operation_id="getNodeLogs",
         summary="A node's persisted logs, over all its visits",
         responses=error_responses(400, 404),
     )
     async def node_logs(
-        self, workflow_name: FromPath[str], run_id: FromPath[str], node_id: FromPath[str],
+        self, workflow_name: WorkflowNameInPath, run_id: RunIdInPath, node_id: NodeIdInPath,
         caller: NamedDependency[ApiKey], services: NamedDependency[Services],
     ) -> Envelope[list[LogEntry]]:
         """`{type, message, detail, timestamp}` entries; a node not visited yet has none."""
@@ -248,14 +251,14 @@ class RunController(Controller):
             raise VisitNotFound(f"run {hot.run_id.hex} has no node {node_id[:64]!r}") from None
 
     @get(
-        "/{run_id:str}/workspace",
+        "/{runId:str}/workspace",
         operation_id="downloadWorkspace",
         summary="The run's workspace as a zip (binary, streamed)",
         media_type="application/zip",
         responses=error_responses(400, 404),
     )
     async def workspace(
-        self, workflow_name: FromPath[str], run_id: FromPath[str],
+        self, workflow_name: WorkflowNameInPath, run_id: RunIdInPath,
         caller: NamedDependency[ApiKey], services: NamedDependency[Services],
     ) -> Stream:
         """Every file of the run's workspace, zipped on the fly."""
@@ -268,7 +271,7 @@ class RunController(Controller):
         )
 
     @post(
-        "/{run_id:str}/cancel",
+        "/{runId:str}/cancel",
         operation_id="cancelRun",
         summary="Ask for a run to be cancelled",
         description=(
@@ -279,7 +282,7 @@ class RunController(Controller):
         responses=error_responses(400, 404, 503),
     )
     async def cancel(
-        self, workflow_name: FromPath[str], run_id: FromPath[str],
+        self, workflow_name: WorkflowNameInPath, run_id: RunIdInPath,
         caller: NamedDependency[ApiKey], services: NamedDependency[Services],
     ) -> Envelope[CancelResult]:
         """Request a cancel; `cancelRequested` and `cancelled` are reported as separate facts."""

@@ -11,10 +11,16 @@ from typing import Annotated, Any, Callable, Literal
 import msgspec
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.openapi.spec import OpenAPIMediaType, OpenAPIResponse, Operation, RequestBody
+from litestar.params import PathParameter
 
 MAX_TTL_HOURS = 87_600
 """Ten years: the longest workspace retention a run may ask for."""
 
+
+WorkflowNameInPath = Annotated[str, PathParameter(name="workflowName", description="the workflow's name (or numeric id)")]
+RunIdInPath = Annotated[str, PathParameter(name="runId", description="the run's id, 32 hex characters")]
+NodeIdInPath = Annotated[str, PathParameter(name="nodeId", description="a node id of the run's workflow")]
+"""Path parameters under the seed's names (`{workflowName}`, `{runId}`, `{nodeId}`)."""
 
 RunStatusName = Literal["CREATED", "RUNNING", "SUCCESS", "FAILED"]
 NodeStatusName = Literal["RUNNING", "SUCCESS", "FAILED", "SKIPPED"]

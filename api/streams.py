@@ -9,12 +9,12 @@ from typing import Annotated, Any, AsyncIterator
 import msgspec
 from litestar import Controller, get
 from litestar.di import NamedDependency
-from litestar.params import FromPath, HeaderParameter, QueryParameter
+from litestar.params import HeaderParameter, QueryParameter
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
 from api.access import visible_run
 from api.errors import ApiError, validation_failed
-from api.schemas import error_responses
+from api.schemas import RunIdInPath, WorkflowNameInPath, error_responses
 from engine.bootstrap import Services
 from engine.live import HotRun, encode_frame
 from engine.settings import ApiKey
@@ -230,7 +230,7 @@ async def _from_store(
 class RunStreamController(Controller):
     """Live and replayed run events over Server-Sent Events."""
 
-    path = "/api/v1/workflows/{workflow_name:str}/runs/{run_id:str}"
+    path = "/api/v1/workflows/{workflowName:str}/runs/{runId:str}"
     tags = ["runs"]
 
     @get(
@@ -242,8 +242,8 @@ class RunStreamController(Controller):
     )
     async def stream(
         self,
-        workflow_name: FromPath[str],
-        run_id: FromPath[str],
+        workflow_name: WorkflowNameInPath,
+        run_id: RunIdInPath,
         caller: NamedDependency[ApiKey],
         services: NamedDependency[Services],
         last_event_id: Annotated[str | None, HeaderParameter(name="Last-Event-ID", required=False)] = None,

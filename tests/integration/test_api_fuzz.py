@@ -109,14 +109,14 @@ async def test_fuzzing_the_api_from_its_schema_finds_no_server_error_and_no_bare
             raw_schema = (await client.get("/schema/openapi.json")).json()
             run_id = (await client.post("/api/v1/workflows/military-analyze-agent/runs", json={})).json()["data"]["runId"]
             await client.post(f"/api/v1/workflows/military-analyze-agent/runs/{run_id}/start")
-        anchors = {"workflow_name": "military-analyze-agent", "run_id": run_id}
+        anchors = {"workflowName": "military-analyze-agent", "runId": run_id}
         problems = await asyncio.to_thread(fuzz, server.base_url, raw_schema, anchors)
         assert sorted(set(problems)) == []
     finally:
         await server.stop()
 
 
-async def test_the_schema_documents_every_endpoint_with_an_operation_id_and_the_api_key_scheme(tmp_path):
+async def test_the_schema_documents_the_seed_paths_with_the_seed_parameter_names_operation_ids_and_key_scheme(tmp_path):
     from tests.support.stores import store_url
 
     url, _ = store_url("sqlite", tmp_path)
@@ -129,18 +129,18 @@ async def test_the_schema_documents_every_endpoint_with_an_operation_id_and_the_
         assert schema["components"]["securitySchemes"]["ApiKey"] == {"type": "apiKey", "name": "X-API-Key", "in": "header"}
         operations = {(method.upper(), path): op["operationId"] for path, item in schema["paths"].items()
                       for method, op in item.items() if isinstance(op, dict) and "operationId" in op}
-        runs = "/api/v1/workflows/{workflow_name}/runs"
+        runs = "/api/v1/workflows/{workflowName}/runs"
         assert {
             ("GET", "/api/v1/workflows"): "listWorkflows",
             ("POST", runs): "createRun",
-            ("POST", runs + "/{run_id}/start"): "startRun",
-            ("GET", runs + "/{run_id}/stream"): "streamRun",
-            ("GET", runs + "/{run_id}"): "getRun",
-            ("GET", runs + "/{run_id}/nodes/{node_id}/logs"): "getNodeLogs",
-            ("GET", runs + "/{run_id}/workspace"): "downloadWorkspace",
-            ("POST", runs + "/{run_id}/cancel"): "cancelRun",
-            ("POST", "/api/v1/runs/{run_id}/resume"): "resumeRun",
-            ("GET", "/api/v1/runs/{run_id}/state"): "getRunState",
+            ("POST", runs + "/{runId}/start"): "startRun",
+            ("GET", runs + "/{runId}/stream"): "streamRun",
+            ("GET", runs + "/{runId}"): "getRun",
+            ("GET", runs + "/{runId}/nodes/{nodeId}/logs"): "getNodeLogs",
+            ("GET", runs + "/{runId}/workspace"): "downloadWorkspace",
+            ("POST", runs + "/{runId}/cancel"): "cancelRun",
+            ("POST", "/api/v1/runs/{runId}/resume"): "resumeRun",
+            ("GET", "/api/v1/runs/{runId}/state"): "getRunState",
         }.items() <= operations.items()
         create = schema["paths"][runs]["post"]
         assert set(create["requestBody"]["content"]) == {"application/json", "multipart/form-data"}
