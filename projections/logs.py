@@ -77,10 +77,11 @@ class _Entry:
 class VisitLog:
     """Everything one visit streamed, kept in arrival order; changed only by `add_*`."""
 
-    __slots__ = ("_entries", "_tool_calls", "_last_todo")
+    __slots__ = ("_entries", "_tool_calls", "_last_todo", "_rendered")
 
     def __init__(self) -> None:
         self._entries: list[_Entry] = []
+        self._rendered: list[dict[str, Any]] = []
         self._tool_calls: list[dict[str, str | None]] = []
         self._last_todo: str | None = None
 
@@ -121,8 +122,12 @@ class VisitLog:
         return len(self._entries)
 
     def entries(self) -> list[dict[str, Any]]:
-        """All log entries, rendered."""
-        return [entry.render() for entry in self._entries]
+        """All log entries, rendered (a new list; entries already rendered are reused)."""
+        rendered, entries = self._rendered, self._entries
+        if rendered:
+            rendered[-1] = entries[len(rendered) - 1].render()  # thinking may have grown since
+        rendered.extend(entry.render() for entry in entries[len(rendered):])
+        return list(rendered)
 
     def thinking(self) -> str:
         """All thinking text: chunks of one run of thinking joined, runs separated by a newline."""
