@@ -6,6 +6,9 @@ import uuid
 
 import pytest
 
+from api.errors import ApiError
+from api.streams import resume_cursor
+from engine.live import HotRun
 from tests.support.runs import OTHER_FLOW, new_run, run_with_steps
 
 
@@ -99,3 +102,14 @@ async def test_an_unknown_route_answers_in_the_envelope(server):
     response = await get_stream(server, "/api/v1/nothing-here")
     assert response.status_code == 404
     assert response.json()["data"] is None
+
+
+async def test_a_last_event_id_beyond_what_a_loading_run_knows_is_checked_against_the_log(server, finished_run):
+    services = server.services
+    last = await services.log.last_position(finished_run)
+    loading = HotRun(finished_run, max_frames=100)
+    loading.store_last = last - 3
+    assert await resume_cursor(services, loading, str(last - 1)) == last - 1
+    with pytest.raises(ApiError) as beyond:
+        await resume_cursor(services, loading, str(last + 1))
+    assert beyond.value.code == "VALIDATION_FAILED"
