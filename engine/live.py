@@ -1,6 +1,8 @@
 """Hot runs: in-memory projections and SSE frames of the runs people are watching.
 
-Messages are framed lazily (a cold load of a long run frames only what a client reads).
+Messages are rendered and framed lazily: a message that needs no state of the run (a stream
+chunk, a visit start, a terminal message) stays its event, and any message stays unframed,
+until a client first reads it; a run nobody reads costs only its fold.
 
 Events reach a hot run from the local writer right after each save and, on PostgreSQL,
 from the live tail; duplicates are dropped by position and gaps are filled from the store.
@@ -16,7 +18,7 @@ from uuid import UUID
 
 from litestar.response import ServerSentEventMessage
 
-from projections.sse import SseMessage, SseProjection, is_terminal_message
+from projections.sse import SseMessage, SseProjection, ends_stream, render_stateless
 from projections.summary import RunSummary
 
 
@@ -35,7 +37,8 @@ class HotRun:
         self.summary = RunSummary()
         self.max_frames = max_frames
         self.ids: list[int] = []
-        self.frames: list[bytes | SseMessage] = []
+        self.run_hex = run_id.hex
+        self.frames: list[bytes | SseMessage | Any] = []
         self.dropped_upto = 0
         self.terminal_id: int | None = None
         self.pending: dict[int, Any] = {}
@@ -73,13 +76,13 @@ class HotRun:
     def _apply(self, event: Any) -> None:
         self.version = event.originator_version
         self.summary.apply(event)
-        message = self.sse.apply(event)
-        if message is None:
+        pending = self.sse.apply_deferring(event)
+        if pending is None:
             return
-        self.ids.append(message.id)
-        self.frames.append(message)
-        if is_terminal_message(message):
-            self.terminal_id = message.id
+        self.ids.append(event.originator_version)
+        self.frames.append(pending)
+        if ends_stream(pending):
+            self.terminal_id = event.originator_version
         if len(self.ids) > self.max_frames + self.max_frames // 4:
             cut = len(self.ids) - self.max_frames
             self.dropped_upto = self.ids[cut - 1]
@@ -108,7 +111,8 @@ class HotRun:
         for i in range(start, end):
             item = frames[i]
             if not isinstance(item, bytes):
-                item = frames[i] = encode_frame(item)
+                message = item if isinstance(item, SseMessage) else render_stateless(item, self.run_hex)
+                item = frames[i] = encode_frame(message)
             out.append(item)
         return out, self.ids[end - 1]
 

@@ -12,6 +12,7 @@ from projections.visits import VisitIndex, visit_snapshot
 
 TOOL_CONTENT_LIMIT = 500
 TERMINAL_EVENTS = frozenset({"workflow_complete", "workflow_error"})
+TERMINAL_EVENT_TYPES = frozenset({ev.RunCompleted, ev.RunFailed, ev.RunCancelled})
 SILENT_EVENT_TYPES = frozenset({ev.RunCreated, ev.RunStarted, ev.ClarifyAnswered, ev.RunCancelRequested})
 
 _END_STATUS = {ev.VisitCompleted: "SUCCESS", ev.VisitFailed: "FAILED", ev.VisitSkipped: "SKIPPED"}
@@ -36,6 +37,22 @@ def is_terminal_message(message: SseMessage) -> bool:
     return message.event in TERMINAL_EVENTS
 
 
+def ends_stream(pending: "SseMessage | ev.RunEvent") -> bool:
+    """True when a message, rendered or not yet, is a terminal one."""
+    if isinstance(pending, SseMessage):
+        return is_terminal_message(pending)
+    return type(pending) in TERMINAL_EVENT_TYPES
+
+
+def render_stateless(event: ev.RunEvent, run_id: str) -> SseMessage:
+    """The message of an event whose rendering needs no state (see `apply_deferring`)."""
+    return _message(event, _STATELESS[type(event)](event, run_id))
+
+
+def _message(event: ev.RunEvent, data: dict[str, Any]) -> SseMessage:
+    return SseMessage(event.originator_version, data["type"], _encoder.encode(data))
+
+
 def cancel_error(reason: str) -> str:
     """The error text of a cancelled run."""
     return f"cancelled: {reason}" if reason else "run cancelled"
@@ -50,17 +67,21 @@ class SseProjection:
 
     def apply(self, event: ev.RunEvent) -> SseMessage | None:
         """Fold one event; its SSE message, or None when clients are not shown it."""
+        pending = self.apply_deferring(event)
+        if isinstance(pending, SseMessage) or pending is None:
+            return pending
+        return render_stateless(pending, self.index.run_id or "")
+
+    def apply_deferring(self, event: ev.RunEvent) -> SseMessage | ev.RunEvent | None:
+        """Like `apply`, but a message that needs no state is not rendered yet: the event
+        itself is returned, for `render_stateless` when a client first reads it."""
         self.index.apply(event)
-        kind, run_id = type(event), self.index.run_id
-        render = _STATELESS.get(kind)
-        if render is not None:
-            data = render(event, run_id)
-        else:
-            method = _STATEFUL.get(kind)
-            data = method(self, event, run_id) if method is not None else None
-        if data is None:
-            return None
-        return SseMessage(event.originator_version, data["type"], _encoder.encode(data))
+        kind = type(event)
+        if kind in _STATELESS:
+            return event
+        method = _STATEFUL.get(kind)
+        data = method(self, event, self.index.run_id or "") if method is not None else None
+        return None if data is None else _message(event, data)
 
     def _created(self, event: ev.RunCreated, run_id: str) -> None:
         self._context.update(event.variables)
