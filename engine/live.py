@@ -100,7 +100,9 @@ class HotRun:
     def frames_after(self, cursor: int, limit: int = 2000) -> tuple[list[bytes], int]:
         """Frames with id > cursor (at most `limit`) and the id of the last one.
 
-        A message is framed the first time any client needs it, then shared by all.
+        A message is framed the first time any client needs it, then shared by all. A big
+        message (a visit's closing status repeats its whole log) starts a batch of its own,
+        so the frames before it are not held back while it is framed.
         """
         start = bisect.bisect_right(self.ids, cursor)
         end = min(len(self.ids), start + limit)
@@ -110,11 +112,13 @@ class HotRun:
         out: list[bytes] = []
         for i in range(start, end):
             item = frames[i]
+            if out and isinstance(item, SseMessage) and len(item.data) > BIG_MESSAGE_BYTES:
+                break
             if not isinstance(item, bytes):
                 message = item if isinstance(item, SseMessage) else render_stateless(item, self.run_hex)
                 item = frames[i] = encode_frame(message)
             out.append(item)
-        return out, self.ids[end - 1]
+        return out, self.ids[start + len(out) - 1]
 
     def changed_event(self) -> asyncio.Event:
         """The event that the next change will set (take it before reading frames)."""
@@ -131,6 +135,8 @@ def _by_run(events: list[Any]) -> dict[UUID, list[Any]]:
         grouped.setdefault(event.originator_id, []).append(event)
     return grouped
 
+
+BIG_MESSAGE_BYTES = 64 * 1024
 
 Reader = Callable[[UUID, int, "int | None"], Awaitable[list[Any]]]
 LastPosition = Callable[[UUID], Awaitable[int]]
