@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Self
 
-from bench.common import NODE_ID, Fleet, open_run_visit, bench_main, median, print_table, verdict
+from bench.common import NODE_ID, Fleet, bench_main, median, open_run_visit, print_table, verdict
 
 TARGET_RATIO = 0.5
 BATCH = 512

@@ -13,8 +13,8 @@ import httpx
 import msgspec
 
 from engine.llm.types import (
-    CollectingProvider,
     Chunk,
+    CollectingProvider,
     CompletionRequest,
     Finished,
     LlmCancelled,

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from tests.unit.builders import RunLog
-
 from domain.catalogue import CATALOGUE_EVENT_TYPES
 from domain.events import RUN_EVENT_TYPES
 from engine.mapper import MsgspecMapper
+from tests.unit.builders import RunLog
 
 
 def every_kind_of_event():
