@@ -168,7 +168,7 @@ async def resume_cursor(services: Services, hot: HotRun, raw: str | None) -> int
     beyond it (appended since, by another process) is checked against the log once more.
     """
     try:
-        return parse_last_event_id(raw, hot.version if hot.complete else hot.known_last)
+        return parse_last_event_id(raw, hot.known_last)
     except ApiError:
         if hot.complete:
             raise

@@ -55,6 +55,10 @@ class AsyncLog:
     async def _in_thread(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
+    async def _on_reader(self, fn: Any, *args: Any) -> Any:
+        assert self.sqlite is not None
+        return await asyncio.get_running_loop().run_in_executor(self.sqlite.executor, fn, *args)
+
     async def append(self, events: Sequence[Any]) -> list[int]:
         """Append events durably (all or none); returns their notification ids."""
         saving = asyncio.get_running_loop().run_in_executor(self._executor, self.log.append, list(events))
@@ -76,8 +80,7 @@ class AsyncLog:
     async def read(self, stream_id: UUID, *, after: int = 0, limit: int | None = None) -> list[Any]:
         """A stream's events after a position, in order (at most `limit`)."""
         if self.sqlite is not None:
-            loop = asyncio.get_running_loop()
-            rows = await loop.run_in_executor(self.sqlite.executor, self.sqlite.rows, stream_id, after, limit)
+            rows = await self._on_reader(self.sqlite.rows, stream_id, after, limit)
         elif self.pool is not None:
             rows = await self.pool.fetch(self._select_stream, stream_id, after, limit)
         else:
@@ -88,8 +91,7 @@ class AsyncLog:
     async def last_position(self, stream_id: UUID) -> int:
         """The position of a stream's last event (0: no such stream)."""
         if self.sqlite is not None:
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self.sqlite.executor, self.sqlite.last_position, stream_id)
+            return int(await self._on_reader(self.sqlite.last_position, stream_id))
         if self.pool is None:
             return await self._in_thread(self.log.last_position, stream_id)
         return int(await self.pool.fetchval(self._select_last, stream_id))

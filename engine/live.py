@@ -18,6 +18,7 @@ from uuid import UUID
 
 from litestar.response import ServerSentEventMessage
 
+from domain.events import RunEvent
 from projections.sse import SseMessage, SseProjection, ends_stream, render_stateless
 from projections.summary import RunSummary
 
@@ -38,7 +39,7 @@ class HotRun:
         self.max_frames = max_frames
         self.ids: list[int] = []
         self.run_hex = run_id.hex
-        self.frames: list[bytes | SseMessage | Any] = []
+        self.frames: list[bytes | SseMessage | RunEvent] = []
         self.dropped_upto = 0
         self.terminal_id: int | None = None
         self.pending: dict[int, Any] = {}
@@ -127,22 +128,23 @@ class HotRun:
 
 def _by_run(events: list[Any]) -> dict[UUID, list[Any]]:
     """Events grouped by run, each group in order (a writer's batch is one run: one lookup)."""
-    first = events[0].originator_id if events else None
+    if not events:
+        return {}
+    first = events[0].originator_id
     if all(event.originator_id is first for event in events):
-        return {first: events} if events else {}
+        return {first: events}
     grouped: dict[UUID, list[Any]] = {}
     for event in events:
         grouped.setdefault(event.originator_id, []).append(event)
     return grouped
 
 
-BIG_MESSAGE_BYTES = 64 * 1024
-
 Reader = Callable[[UUID, int, "int | None"], Awaitable[list[Any]]]
 LastPosition = Callable[[UUID], Awaitable[int]]
 FIRST_PAGE = 200
 LOAD_PAGE = 2000
 FOLD_SLICE = 250
+BIG_MESSAGE_BYTES = 64 * 1024
 
 
 class LiveHub:
