@@ -11,8 +11,8 @@ from litestar.di import NamedDependency
 from api.errors import ApiError
 from engine.access import may_use
 from engine.bootstrap import Services
-from engine.live import HotRun
-from engine.runs import RunNotFound
+from engine.streams.hot import HotRun
+from engine.runs.service import RunNotFound
 from engine.settings import ApiKey
 
 

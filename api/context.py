@@ -27,7 +27,7 @@ from engine.context.views import (
     output_body,
     path_body,
 )
-from engine.runs import RunNotFound
+from engine.runs.service import RunNotFound
 from projections.visits import UnknownMetaKind, VisitNotFound
 
 log = logging.getLogger("flowtrail.api.context")

@@ -27,8 +27,8 @@ from domain.errors import (
 from domain.idempotency import IdempotencyKeyReused
 from engine.access import Unauthorized
 from engine.catalogue import WorkflowNotFound
-from engine.runs import RunNotFound
-from engine.workspace import UnsafePath
+from engine.runs.service import RunNotFound
+from engine.workspace.directory import UnsafePath
 from projections.visits import VisitNotFound
 
 log = logging.getLogger("flowtrail.api")

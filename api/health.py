@@ -14,4 +14,4 @@ from engine.bootstrap import Services
 @get("/healthz", operation_id="health", summary="Service liveness", tags=["service"], security=[])
 async def health(services: NamedDependency[Services]) -> Envelope[dict[str, Any]]:
     """The service answers and names its store."""
-    return ok({"status": "ok", "store": services.log.location.kind})
+    return ok({"status": "ok", "store": services.store.location.kind})

@@ -5,7 +5,7 @@ from __future__ import annotations
 from api.uploads import CreateBody
 from domain.catalogue import WorkflowEntry
 from domain.idempotency import request_digest
-from engine.idempotency import IdempotentRequest
+from engine.runs.creation import IdempotentRequest
 from engine.settings import ApiKey
 
 

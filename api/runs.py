@@ -45,8 +45,8 @@ from domain.errors import RunAlreadyFinished, RunAlreadyStarted
 from domain.idempotency import check_key
 from engine.bootstrap import Services
 from engine.catalogue import WorkflowNotFound
-from engine.idempotency import Creation, IdempotentRequest, RunCreator
-from engine.live import HotRun
+from engine.runs.creation import Creation, IdempotentRequest, RunCreator
+from engine.streams.hot import HotRun
 from engine.settings import ApiKey
 from projections.visits import VisitNotFound, node_logs
 
@@ -108,7 +108,7 @@ async def create_run(
     idempotency: IdempotentRequest | None,
 ) -> Creation:
     """A new run, or the original run of a repeated idempotent request."""
-    creator = RunCreator(services.log, services.hub)
+    creator = RunCreator(services.store, services.hub)
     if idempotency is not None:
         existing = await creator.existing(idempotency)
         if existing is not None:

@@ -16,7 +16,7 @@ from api.access import visible_run
 from api.errors import ApiError, validation_failed
 from api.schemas import RunIdInPath, WorkflowNameInPath, error_responses
 from engine.bootstrap import Services
-from engine.live import HotRun, encode_frame
+from engine.streams.hot import HotRun, encode_frame
 from engine.settings import ApiKey
 from engine.waiting import wait_event
 from projections.sse import TERMINAL_EVENTS, render_all
@@ -172,7 +172,7 @@ async def resume_cursor(services: Services, hot: HotRun, raw: str | None) -> int
     except ApiError:
         if hot.complete:
             raise
-        return parse_last_event_id(raw, await services.log.last_position(hot.run_id))
+        return parse_last_event_id(raw, await services.store.last_position(hot.run_id))
 
 
 async def stream_frames(

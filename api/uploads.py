@@ -22,7 +22,7 @@ from multipart import MultipartError, MultipartSegment, ParserLimitReached, Push
 from api.errors import ApiError, validation_failed
 from api.schemas import CreateRunRequest
 from engine.settings import UploadSettings
-from engine.workspace import safe_relative
+from engine.workspace.directory import safe_relative
 
 MAX_PAYLOAD_BYTES = 1024 * 1024
 """The JSON request (the body, or the `payload` part) may be at most 1 MiB."""

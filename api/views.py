@@ -8,7 +8,7 @@ from urllib.parse import quote
 from api.errors import ApiError
 from api.schemas import CreatedRun, NodeView, PauseView, RunLinks, RunState, RunView, StartedRun, WorkspaceView
 from engine.bootstrap import Services
-from engine.live import HotRun
+from engine.streams.hot import HotRun
 from projections.logs import iso_utc
 from projections.summary import RunSummary, node_list
 

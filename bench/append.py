@@ -170,10 +170,10 @@ async def bench_store(
     services = build_services(settings)
     await services.start()
     tune_collector()  # as the server does at start-up
-    mapper = services.log.mapper
+    mapper = services.store.mapper
     rows_out: list[dict[str, Any]] = []
     try:
-        raw_pg = PgRaw(services.log.location) if kind == "postgres" else None
+        raw_pg = PgRaw(services.store.location) if kind == "postgres" else None
         raw_lite = SqliteRaw(fleet.workdir / "raw.db") if kind == "sqlite" else None
         if raw_pg is not None:
             await raw_pg.__aenter__()

@@ -10,19 +10,19 @@ from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
 from engine.access import KeyRing
-from engine.aio import AsyncLog
+from engine.store import AsyncEventStore
 from engine.catalogue import DEMO_DIR, Catalogue
 from engine.context.tokens import ContextTokens
 from engine.execution import Engine
-from engine.live import LiveHub
-from engine.retention import sweep_workspaces
-from engine.runs import RunService
+from engine.streams.hot import LiveHub
+from engine.workspace.retention import sweep_workspaces
+from engine.runs.service import RunService
 from engine.settings import Settings
-from engine.store import EventLog, parse_database_url
-from engine.tail import PostgresTail
-from engine.workspace import Workspace
+from engine.store import EventStore, parse_database_url
+from engine.store.postgres_tail import PostgresTail
+from engine.workspace.directory import Workspace
 
-log = logging.getLogger("flowtrail")
+logger = logging.getLogger("flowtrail")
 
 
 @dataclass
@@ -30,7 +30,7 @@ class Services:
     """Everything a request handler may use."""
 
     settings: Settings
-    log: AsyncLog
+    store: AsyncEventStore
     hub: LiveHub
     runs: RunService
     keys: KeyRing
@@ -43,7 +43,7 @@ class Services:
 
     async def start(self) -> None:
         """Open connections, load the catalogue and begin the live tail."""
-        await self.log.start()
+        await self.store.start()
         await self.catalogue.load()
         if self.settings.load_demos:
             await self.catalogue.publish_directory(DEMO_DIR)
@@ -68,9 +68,9 @@ class Services:
         self.hub.evict_idle()
 
     async def _sweep_workspaces(self) -> None:
-        removed = await sweep_workspaces(self.log, self.workspace)
+        removed = await sweep_workspaces(self.store, self.workspace)
         if removed:
-            log.info("deleted %d workspaces (past their retention, or left by an unfinished upload)", len(removed))
+            logger.info("deleted %d workspaces (past their retention, or left by an unfinished upload)", len(removed))
 
     async def close(self) -> None:
         """Flush writers, stop the tail and close the store."""
@@ -85,7 +85,7 @@ class Services:
         await self.runs.close()
         if self.tail is not None:
             await self.tail.close()
-        await self.log.close()
+        await self.store.close()
 
 
 async def _every(seconds: float, job: Callable[[], Awaitable[None]]) -> None:
@@ -95,7 +95,7 @@ async def _every(seconds: float, job: Callable[[], Awaitable[None]]) -> None:
         try:
             await job()
         except Exception:  # noqa: BLE001 - housekeeping must outlive one bad round
-            log.exception("housekeeping job %s failed", getattr(job, "__name__", job))
+            logger.exception("housekeeping job %s failed", getattr(job, "__name__", job))
 
 
 # Collect the young generation every 50,000 allocations instead of 700. A hot run holds
@@ -116,24 +116,24 @@ def tune_collector() -> None:
 def build_services(settings: Settings) -> Services:
     """Wire the store, the hot read side, the run service and the keys (nothing connects yet)."""
     location = parse_database_url(settings.store.database_url)
-    event_log = EventLog(location)
-    alog = AsyncLog(event_log, write_threads=settings.store.write_threads)
+    sync_store = EventStore(location)
+    store = AsyncEventStore(sync_store, write_threads=settings.store.write_threads)
     hub = LiveHub(
-        lambda run_id, after, limit: alog.read(run_id, after=after, limit=limit),
-        alog.last_position,
+        lambda run_id, after, limit: store.read_stream(run_id, after=after, limit=limit),
+        store.last_position,
         max_frames=settings.stream.hot_buffer_messages,
         retention_seconds=settings.stream.hot_retention_seconds,
     )
-    runs = RunService(alog, hub, coalesce_seconds=settings.stream.coalesce_ms / 1000.0)
+    runs = RunService(store, hub, coalesce_seconds=settings.stream.coalesce_ms / 1000.0)
     tail = None
     if location.kind == "postgres":
         tail = PostgresTail(
-            location, event_log.mapper, wanted=hub.wants, deliver=hub.publish, local_appends_done=alog.appends_done,
+            location, sync_store.mapper, wanted=hub.wants, deliver=hub.publish, local_appends_done=store.appends_done,
         )
-        alog.on_appended = tail.appended_here
+        store.on_appended = tail.appended_here
     services = Services(
-        settings=settings, log=alog, hub=hub, runs=runs, keys=KeyRing(settings.api_keys),
-        catalogue=Catalogue(alog), workspace=Workspace(settings.workspaces_dir), tail=tail,
+        settings=settings, store=store, hub=hub, runs=runs, keys=KeyRing(settings.api_keys),
+        catalogue=Catalogue(store), workspace=Workspace(settings.workspaces_dir), tail=tail,
         tokens=ContextTokens(settings.context),
     )
     services.engine = Engine(services)

@@ -9,7 +9,7 @@ from typing import Any
 
 from domain.catalogue import WorkflowEntry, WorkflowPublished, evolve_entry, publish_workflow
 from domain.errors import GraphInvalid
-from engine.aio import AsyncLog
+from engine.store import AsyncEventStore
 from engine.clock import utcnow
 from engine.store import ConcurrentAppend
 
@@ -25,15 +25,15 @@ class WorkflowNotFound(LookupError):
 class Catalogue:
     """Every published version of every workflow, kept in memory, the log behind it."""
 
-    def __init__(self, log_: AsyncLog) -> None:
-        self.log = log_
+    def __init__(self, store: AsyncEventStore) -> None:
+        self.store = store
         self._latest: dict[str, WorkflowEntry] = {}
         self._versions: dict[tuple[str, int], WorkflowEntry] = {}
         self._names_by_id: dict[int, str] = {}
 
     async def load(self) -> None:
         """Fold every WorkflowPublished event of the log."""
-        for event in await self.log.call(self.log.log.all_events_tagged, "WorkflowPublished"):
+        for event in await self.store.read_all("WorkflowPublished"):
             self._apply(event)
 
     def _apply(self, event: WorkflowPublished) -> WorkflowEntry:
@@ -54,7 +54,7 @@ class Catalogue:
                 assert current is not None
                 return current
             try:
-                await self.log.append([event])
+                await self.store.append_to_stream([event])
             except ConcurrentAppend:
                 await self.load()
                 continue

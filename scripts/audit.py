@@ -13,7 +13,7 @@ import httpx
 from httpx_sse import aconnect_sse
 
 from engine.settings import Settings
-from engine.store import EventLog, parse_database_url
+from engine.store import EventStore, parse_database_url
 from projections.audit import diff, rebuild
 
 
@@ -58,11 +58,11 @@ def audit_run(run_id: str, *, url: str | None = None, key: str | None = None) ->
     url = url or f"http://{settings.host}:{settings.port}"
     key = key or _default_key(settings)
     served = asyncio.run(_served(url, key, stream_id))
-    log = EventLog(parse_database_url(settings.store.database_url))
+    store = EventStore(parse_database_url(settings.store.database_url))
     try:
-        events = log.read(stream_id, upto=served["lastEventId"])
+        events = store.read_stream(stream_id, upto=served["lastEventId"])
     finally:
-        log.close()
+        store.close()
     views, messages = rebuild(events)
     problems = diff(views, served["views"])
     expected_stream = [(m.id, m.event, json.loads(m.data)) for m in messages]

@@ -8,7 +8,7 @@ from uuid import UUID
 import msgspec
 
 from engine.settings import Settings
-from engine.store import EventLog, parse_database_url
+from engine.store import EventStore, parse_database_url
 
 
 def export_run(run_id: str, output: str) -> int:
@@ -18,11 +18,11 @@ def export_run(run_id: str, output: str) -> int:
     except ValueError:
         print(f"error: {run_id!r} is not a run id", file=sys.stderr)
         return 2
-    log = EventLog(parse_database_url(Settings.from_env().store.database_url))
+    store = EventStore(parse_database_url(Settings.from_env().store.database_url))
     try:
-        events = log.read(stream_id)
+        events = store.read_stream(stream_id)
     finally:
-        log.close()
+        store.close()
     if not events:
         print(f"error: run {stream_id.hex} not found", file=sys.stderr)
         return 1

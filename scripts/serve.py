@@ -21,7 +21,7 @@ def serve() -> int:
     services = build_services(settings)
     if settings.demo_key_in_use:
         log.warning("FLOWTRAIL_API_KEYS is unset: created the API key 'demo-key' with no scope limit")
-    log.info("store: %s", services.log.location.kind)
+    log.info("store: %s", services.store.location.kind)
     log.info("listening on http://%s:%d (API docs at /schema/swagger)", settings.host, settings.port)
     uvicorn.run(
         create_app(services), host=settings.host, port=settings.port, log_level="warning", lifespan="on",

@@ -10,7 +10,7 @@ from uuid import UUID
 
 from engine.clock import utcnow
 from engine.context.tokens import Grant, InvalidToken
-from engine.runs import RunNotFound
+from engine.runs.service import RunNotFound
 from projections.paths import predecessor_paths
 from projections.visits import (
     Visit,

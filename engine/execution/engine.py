@@ -113,13 +113,13 @@ class Engine:
 
     async def recover(self) -> None:
         """Resume runs that were executing when the process stopped; paused runs wait for their answer (within their time limit)."""
-        store = self.services.log
+        store = self.services.store
         candidates: dict[UUID, None] = {}
         for tag in ("RunStarted", "RunCancelRequested"):
-            for event in await store.call(store.log.all_events_tagged, tag):
+            for event in await store.read_all(tag):
                 candidates[event.originator_id] = None
         for tag in TERMINAL_TAGS:
-            for event in await store.call(store.log.all_events_tagged, tag):
+            for event in await store.read_all(tag):
                 candidates.pop(event.originator_id, None)
         for run_id in candidates:
             run = await self.runs.state(run_id)
@@ -162,7 +162,7 @@ class Engine:
             return entry.definition, {}
         key = (name, version)
         if key not in self._planners:
-            events = await self.services.log.read(catalogue_stream_id(name))
+            events = await self.services.store.read_stream(catalogue_stream_id(name))
             raw = next((event.definition for event in events if getattr(event, "version", None) == version), {})
             planner = raw.get("planner") if isinstance(raw, dict) else None
             self._planners[key] = planner if isinstance(planner, dict) else {}

@@ -26,7 +26,7 @@ from engine.execution.agent_loop import Conversation, ToolBelt, opening_messages
 from engine.execution.errors import VisitFailure
 from engine.execution.structured import structured_data
 from engine.execution.visit import VisitContext
-from engine.workspace import UnsafePath
+from engine.workspace.directory import UnsafePath
 
 NODE_OK = "调用成功"
 

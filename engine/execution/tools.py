@@ -12,7 +12,7 @@ from uuid import UUID
 import msgspec
 
 from engine.llm import ToolSpec
-from engine.workspace import UnsafePath, Workspace
+from engine.workspace.directory import UnsafePath, Workspace
 
 MAX_FILE_CHARS = 1_000_000
 

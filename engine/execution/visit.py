@@ -11,7 +11,7 @@ from engine.execution.errors import CancelHalt
 from engine.execution.models import VisitModels
 from engine.execution.progress import Answer, VisitProgress
 from engine.settings import EngineSettings
-from engine.workspace import Workspace
+from engine.workspace.directory import Workspace
 
 if TYPE_CHECKING:
     from engine.execution.session import RunSession

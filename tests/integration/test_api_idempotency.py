@@ -47,11 +47,11 @@ async def test_a_repeated_request_returns_the_original_run_and_appends_nothing(a
 async def test_the_claim_is_a_stream_of_its_own_with_the_caller_id_never_the_api_key(api, client, request):
     key = new_key(request)
     run_id = (await post(client, key)).json()["data"]["runId"]
-    [claim] = await api.services.log.read(claim_stream_id("demo", key))
+    [claim] = await api.services.store.read_stream(claim_stream_id("demo", key))
     assert isinstance(claim, IdempotencyKeyClaimed)
     assert (claim.run_id.hex, claim.caller_key_id, claim.idempotency_key, claim.workflow_version) == (
         run_id, "demo", key, 1)
-    stored = await api.services.log.call(lambda: api.services.log.log.app.recorder.select_events(claim.originator_id))
+    stored = await asyncio.to_thread(lambda: api.services.store.sync.app.recorder.select_events(claim.originator_id))
     assert DEMO_KEY.encode() not in stored[0].state
 
 

@@ -12,7 +12,7 @@ from domain import run as decide
 from domain.errors import IllegalTransition, RunAlreadyStarted
 from engine.bootstrap import build_services
 from engine.store import ConcurrentAppend
-from engine.writer import MAX_BUFFERED_CHUNKS
+from engine.streams.writer import MAX_BUFFERED_CHUNKS
 from tests.support.runs import finish, new_run, open_visit, stream_steps
 from tests.support.server import server_settings
 
@@ -26,7 +26,7 @@ async def services(store, tmp_path):
 
 
 async def log_end(services) -> int:
-    return await services.log.call(services.log.log.max_notification_id)
+    return await services.store.last_notification_id()
 
 
 async def test_consecutive_thinking_chunks_within_the_window_become_one_event(services):

@@ -8,12 +8,12 @@ import pytest
 
 from api.errors import ApiError
 from api.streams import resume_cursor
-from engine.live import HotRun
+from engine.streams.hot import HotRun
 from tests.support.runs import OTHER_FLOW, new_run, run_with_steps
 
 
 async def log_end(server) -> int:
-    return await server.services.log.call(server.services.log.log.max_notification_id)
+    return await server.services.store.last_notification_id()
 
 
 async def get_stream(server, path, *, key="test-key-all", headers=None):
@@ -106,7 +106,7 @@ async def test_an_unknown_route_answers_in_the_envelope(server):
 
 async def test_a_last_event_id_beyond_what_a_loading_run_knows_is_checked_against_the_log(server, finished_run):
     services = server.services
-    last = await services.log.last_position(finished_run)
+    last = await services.store.last_position(finished_run)
     loading = HotRun(finished_run, max_frames=100)
     loading.store_last = last - 3
     assert await resume_cursor(services, loading, str(last - 1)) == last - 1

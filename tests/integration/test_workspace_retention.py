@@ -8,7 +8,7 @@ from datetime import timedelta
 from uuid import uuid4
 
 from engine.clock import utcnow
-from engine.retention import sweep_workspaces
+from engine.workspace.retention import sweep_workspaces
 from tests.support.runs import FLOW
 
 
@@ -18,7 +18,7 @@ async def test_a_workspace_past_its_runs_retention_is_deleted_and_a_younger_one_
     young = await services.runs.create(caller_key_id="all", ttl_hours=48, **FLOW)
     for created in (old, young):
         services.workspace.write(created.originator_id, "notes/a.txt", b"x")
-    removed = await sweep_workspaces(services.log, services.workspace, now=utcnow() + timedelta(hours=2))
+    removed = await sweep_workspaces(services.store, services.workspace, now=utcnow() + timedelta(hours=2))
     assert removed == [old.originator_id]
     assert services.workspace.files(old.originator_id) == []
     assert services.workspace.files(young.originator_id) == ["notes/a.txt"]
@@ -33,7 +33,7 @@ async def test_an_upload_folder_whose_run_was_never_created_is_deleted_after_an_
     os.utime(services.workspace.path_for(abandoned), (an_hour_ago, an_hour_ago))
     not_ours = services.workspace.root / "notes"
     not_ours.mkdir()
-    removed = await sweep_workspaces(services.log, services.workspace)
+    removed = await sweep_workspaces(services.store, services.workspace)
     assert removed == [abandoned]
     assert services.workspace.files(uploading) == ["data.csv"]
     assert not_ours.is_dir()

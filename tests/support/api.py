@@ -195,4 +195,4 @@ async def confirm_cancel(services: Services, run_id: UUID) -> None:
 
 async def log_end(services: Services) -> int:
     """The newest notification id of the whole log (to prove a refusal appended nothing)."""
-    return await services.log.call(services.log.log.max_notification_id)
+    return await services.store.last_notification_id()

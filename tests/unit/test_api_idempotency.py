@@ -19,7 +19,7 @@ from domain.idempotency import (
     replay_of,
     request_digest,
 )
-from engine.store import FlowtrailApplication
+from engine.store.event_store import FlowtrailApplication
 
 T0 = datetime(2026, 7, 1, tzinfo=timezone.utc)
 RUN = UUID("a3f9b2c1a3f9b2c1a3f9b2c1a3f9b2c1")

@@ -6,7 +6,7 @@ import pytest
 
 from api.errors import ApiError
 from api.streams import StreamFilter, parse_filter, parse_flag
-from engine.live import encode_frame
+from engine.streams.hot import encode_frame
 from projections.sse import SseMessage
 
 

@@ -8,7 +8,7 @@ from uuid import uuid4
 import pytest
 
 from engine.context.views import ColdIndexes, VisibleIndex
-from engine.runs import RunNotFound
+from engine.runs.service import RunNotFound
 from projections.paths import predecessor_paths
 from projections.visits import VisitIndex, VisitNotFound, output_view
 from tests.unit.builders import RUN_ID, RunLog, fold

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.live import BIG_MESSAGE_BYTES, HotRun
+from engine.streams.hot import BIG_MESSAGE_BYTES, HotRun
 from tests.unit.builders import RUN_ID, RunLog
 
 

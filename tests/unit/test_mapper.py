@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from domain.catalogue import CATALOGUE_EVENT_TYPES
 from domain.events import RUN_EVENT_TYPES
-from engine.mapper import MsgspecMapper
+from engine.store.mapper import MsgspecMapper
 from tests.unit.builders import RunLog
 
 

@@ -3,7 +3,7 @@
 The library's `select_events` builds a `StoredEvent` and parses a UUID per row and
 shares the writers' connection. Reading `(position, tag, state)` on read-only
 connections of our own is 3-5x faster and never waits behind a write (WAL mode).
-PostgreSQL reads are the asyncpg equivalent in `engine.aio`.
+PostgreSQL reads are the asyncpg equivalent in `engine.store.async_store`.
 """
 
 from __future__ import annotations

@@ -18,9 +18,8 @@ from uuid import UUID
 
 import asyncpg
 
-from engine.aio import qualified_table
-from engine.mapper import MsgspecMapper
-from engine.store import StoreLocation
+from engine.store.mapper import MsgspecMapper
+from engine.store.location import StoreLocation, qualified_table
 from engine.waiting import wait_event
 
 log = logging.getLogger("flowtrail.tail")

@@ -13,9 +13,9 @@ from uuid import UUID
 
 from domain.idempotency import IdempotencyKeyClaimed, claim_key, claim_stream_id, replay_of
 from domain.run import create_run
-from engine.aio import AsyncLog
+from engine.store import AsyncEventStore
 from engine.clock import utcnow
-from engine.live import LiveHub
+from engine.streams.hot import LiveHub
 from engine.store import ConcurrentAppend
 
 
@@ -40,8 +40,8 @@ class Creation(NamedTuple):
 class RunCreator:
     """Creates runs; with an idempotency key, at most one run per (caller, key)."""
 
-    def __init__(self, log: AsyncLog, hub: LiveHub) -> None:
-        self.log = log
+    def __init__(self, store: AsyncEventStore, hub: LiveHub) -> None:
+        self.store = store
         self.hub = hub
 
     async def existing(self, request: IdempotentRequest) -> UUID | None:
@@ -49,7 +49,7 @@ class RunCreator:
 
         Raises IdempotencyKeyReused when the key was used for a different request.
         """
-        events = await self.log.read(claim_stream_id(request.caller_key_id, request.key))
+        events = await self.store.read_stream(claim_stream_id(request.caller_key_id, request.key))
         claims = [e for e in events if isinstance(e, IdempotencyKeyClaimed)]
         if not claims:
             return None
@@ -70,7 +70,7 @@ class RunCreator:
             )
             events.insert(0, claim)
         try:
-            await self.log.append(events)
+            await self.store.append_to_stream(events)
         except ConcurrentAppend:
             if request is None:
                 raise

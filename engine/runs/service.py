@@ -10,10 +10,10 @@ from uuid import UUID, uuid4
 from domain import run as decisions
 from domain.events import RunEvent
 from domain.run import Run, fold
-from engine.aio import AsyncLog
+from engine.store import AsyncEventStore
 from engine.clock import utcnow
-from engine.live import HotRun, LiveHub
-from engine.writer import RunWriter
+from engine.streams.hot import HotRun, LiveHub
+from engine.streams.writer import RunWriter
 
 log = logging.getLogger("flowtrail.runs")
 
@@ -25,8 +25,8 @@ class RunNotFound(LookupError):
 class RunService:
     """Owns the writers of the runs this process executes and the hot read side."""
 
-    def __init__(self, log: AsyncLog, hub: LiveHub, *, coalesce_seconds: float) -> None:
-        self.log = log
+    def __init__(self, store: AsyncEventStore, hub: LiveHub, *, coalesce_seconds: float) -> None:
+        self.store = store
         self.hub = hub
         self.coalesce_seconds = coalesce_seconds
         self._writers: dict[UUID, RunWriter] = {}
@@ -36,7 +36,7 @@ class RunService:
         """Append a RunCreated event and keep the new run hot."""
         run_id = run_id or uuid4()
         event = decisions.create_run(run_id, utcnow(), **fields)
-        await self.log.append([event])
+        await self.store.append_to_stream([event])
         self.hub.open(run_id).offer([event])
         return event
 
@@ -45,7 +45,7 @@ class RunService:
         writer = self._writers.get(run_id)
         if writer is not None:
             return writer.run
-        run = fold(await self.log.read(run_id))
+        run = fold(await self.store.read_stream(run_id))
         if run is None:
             raise RunNotFound(run_id.hex)
         return run
@@ -59,10 +59,10 @@ class RunService:
         async with lock:
             writer = self._writers.get(run_id)
             if writer is None:
-                run = fold(await self.log.read(run_id))
+                run = fold(await self.store.read_stream(run_id))
                 if run is None:
                     raise RunNotFound(run_id.hex)
-                writer = RunWriter(self.log, self.hub, run, coalesce_seconds=self.coalesce_seconds)
+                writer = RunWriter(self.store, self.hub, run, coalesce_seconds=self.coalesce_seconds)
                 self._writers[run_id] = writer
                 hot = self.hub.runs.get(run_id)
                 if hot is not None:
@@ -91,7 +91,7 @@ class RunService:
 
     async def events(self, run_id: UUID, *, after: int = 0) -> list[RunEvent]:
         """The run's events after a position, straight from the log."""
-        return await self.log.read(run_id, after=after)
+        return await self.store.read_stream(run_id, after=after)
 
     async def close(self) -> None:
         """Flush every writer; one that cannot flush is logged and does not stop the others."""

@@ -15,9 +15,9 @@ from typing import Any, Callable
 
 from domain import events as ev
 from domain.run import Run, StreamPiece, check_stream_chunk, evolve, evolve_all, stream_chunks
-from engine.aio import AsyncLog
+from engine.store import AsyncEventStore
 from engine.clock import utcnow
-from engine.live import LiveHub
+from engine.streams.hot import LiveHub
 
 MERGEABLE_KINDS = frozenset({"thinking"})
 MAX_BUFFERED_CHUNKS = 2048
@@ -44,8 +44,8 @@ class _Chunk:
 class RunWriter:
     """Serialises every append to one run."""
 
-    def __init__(self, log: AsyncLog, hub: LiveHub, run: Run, *, coalesce_seconds: float) -> None:
-        self.log = log
+    def __init__(self, store: AsyncEventStore, hub: LiveHub, run: Run, *, coalesce_seconds: float) -> None:
+        self.store = store
         self.hub = hub
         self.run = run
         self.coalesce_seconds = coalesce_seconds
@@ -156,6 +156,6 @@ class RunWriter:
         """Append the events, then take `run` (their fold) as the state and publish them."""
         if not events:
             return
-        await self.log.append(events)
+        await self.store.append_to_stream(events)
         self.run = run
         self.hub.publish(events)

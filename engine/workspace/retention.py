@@ -6,14 +6,15 @@ before RunCreated was stored) is deleted once it has not changed for an hour.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timedelta
 from typing import Iterable
 from uuid import UUID
 
 from domain.events import RunCreated
-from engine.aio import AsyncLog
+from engine.store import AsyncEventStore
 from engine.clock import utcnow
-from engine.workspace import Workspace
+from engine.workspace.directory import Workspace
 
 
 def expired_runs(created: Iterable[RunCreated], now: datetime) -> list[UUID]:
@@ -31,13 +32,13 @@ def orphaned_folders(folders: dict[UUID, float], created: Iterable[RunCreated], 
     return [run_id for run_id, modified in folders.items() if run_id not in known and modified <= cutoff]
 
 
-async def sweep_workspaces(log: AsyncLog, workspace: Workspace, now: datetime | None = None) -> list[UUID]:
+async def sweep_workspaces(store: AsyncEventStore, workspace: Workspace, now: datetime | None = None) -> list[UUID]:
     """Delete the workspaces of runs past their retention, and orphaned upload folders; returns their ids."""
     now = now or utcnow()
-    created = await log.call(log.log.all_events_tagged, "RunCreated")
-    folders = await log.call(workspace.run_folders)
+    created = await store.read_all("RunCreated")
+    folders = await asyncio.to_thread(workspace.run_folders)
     doomed = [run_id for run_id in expired_runs(created, now) if run_id in folders]
     doomed += orphaned_folders(folders, created, now)
     for run_id in doomed:
-        await log.call(workspace.remove, run_id)
+        await asyncio.to_thread(workspace.remove, run_id)
     return doomed

@@ -1,4 +1,4 @@
-"""Async access to the log: writes on worker threads, reads through asyncpg on PostgreSQL."""
+"""The event store for async code: writes on worker threads, reads through asyncpg or read-only SQLite."""
 
 from __future__ import annotations
 
@@ -9,22 +9,18 @@ from uuid import UUID
 
 import asyncpg
 
-from engine.sqlite_reads import SqliteStreamReader
-from engine.store import EventLog
+from engine.store.event_store import EventStore
+from engine.store.location import qualified_table
+from engine.store.sqlite_reads import SqliteStreamReader
 
 
-def qualified_table(schema: str, table: str) -> str:
-    """A safely quoted schema.table name."""
-    return '"{}"."{}"'.format(schema.replace('"', '""'), table.replace('"', '""'))
+class AsyncEventStore:
+    """The event store for async code: never blocks the event loop."""
 
-
-class AsyncLog:
-    """The event log for async code: never blocks the event loop."""
-
-    def __init__(self, log: EventLog, *, write_threads: int = 4) -> None:
-        self.log = log
-        self.location = log.location
-        self.mapper = log.mapper
+    def __init__(self, store: EventStore, *, write_threads: int = 4) -> None:
+        self.sync = store
+        self.location = store.location
+        self.mapper = store.mapper
         self._executor = ThreadPoolExecutor(write_threads, thread_name_prefix="flowtrail-store")
         self.pool: asyncpg.Pool | None = None
         self.on_appended: Callable[[list[int]], None] | None = None
@@ -32,8 +28,8 @@ class AsyncLog:
         self.sqlite: SqliteStreamReader | None = None
         if self.location.kind == "sqlite":
             assert self.location.sqlite_path is not None
-            self.sqlite = SqliteStreamReader(self.location.sqlite_path, log.events_table)
-        table = qualified_table(self.location.schema, log.events_table)
+            self.sqlite = SqliteStreamReader(self.location.sqlite_path, store.events_table)
+        table = qualified_table(self.location.schema, store.events_table)
         self._select_stream = (
             f"SELECT originator_version, topic, state FROM {table} "
             "WHERE originator_id = $1 AND originator_version > $2 ORDER BY originator_version LIMIT $3"
@@ -50,7 +46,9 @@ class AsyncLog:
         """Start the reader threads, open their connections and prepare the statements now,
         so the first reconnect after a start does not pay for them."""
         nobody = UUID(int=0)
-        await asyncio.gather(self.read(nobody, limit=1), self.read(nobody, limit=1), self.last_position(nobody))
+        await asyncio.gather(
+            self.read_stream(nobody, limit=1), self.read_stream(nobody, limit=1), self.last_position(nobody)
+        )
 
     async def _in_thread(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
@@ -59,9 +57,9 @@ class AsyncLog:
         assert self.sqlite is not None
         return await asyncio.get_running_loop().run_in_executor(self.sqlite.executor, fn, *args)
 
-    async def append(self, events: Sequence[Any]) -> list[int]:
-        """Append events durably (all or none); returns their notification ids."""
-        saving = asyncio.get_running_loop().run_in_executor(self._executor, self.log.append, list(events))
+    async def append_to_stream(self, events: Sequence[Any]) -> list[int]:
+        """Append events durably at their streams' positions (all or none); returns their notification ids."""
+        saving = asyncio.get_running_loop().run_in_executor(self._executor, self.sync.append_to_stream, list(events))
         self._appending.add(saving)
         saving.add_done_callback(self._appended)
         ids: list[int] = await saving
@@ -77,14 +75,14 @@ class AsyncLog:
         if self._appending:
             await asyncio.wait(set(self._appending))
 
-    async def read(self, stream_id: UUID, *, after: int = 0, limit: int | None = None) -> list[Any]:
+    async def read_stream(self, stream_id: UUID, *, after: int = 0, limit: int | None = None) -> list[Any]:
         """A stream's events after a position, in order (at most `limit`)."""
         if self.sqlite is not None:
             rows = await self._on_reader(self.sqlite.rows, stream_id, after, limit)
         elif self.pool is not None:
             rows = await self.pool.fetch(self._select_stream, stream_id, after, limit)
         else:
-            return await self._in_thread(lambda: self.log.read(stream_id, after=after, limit=limit))
+            return await self._in_thread(lambda: self.sync.read_stream(stream_id, after=after, limit=limit))
         decode = self.mapper.decode_state
         return [decode(state, topic, position) for position, topic, state in rows]
 
@@ -93,12 +91,17 @@ class AsyncLog:
         if self.sqlite is not None:
             return int(await self._on_reader(self.sqlite.last_position, stream_id))
         if self.pool is None:
-            return await self._in_thread(self.log.last_position, stream_id)
+            return await self._in_thread(self.sync.last_position, stream_id)
         return int(await self.pool.fetchval(self._select_last, stream_id))
 
-    async def call(self, fn: Any, *args: Any) -> Any:
-        """Run any synchronous store call on a worker thread."""
-        return await self._in_thread(fn, *args)
+    async def read_all(self, tag: str) -> list[Any]:
+        """Every event with one tag across all streams, in log order."""
+        found: list[Any] = await self._in_thread(self.sync.read_all, tag)
+        return found
+
+    async def last_notification_id(self) -> int:
+        """The newest position in the whole log (0 when empty)."""
+        return int(await self._in_thread(self.sync.last_notification_id))
 
     async def close(self) -> None:
         """Close the pool, the threads and the library's connections."""
@@ -107,4 +110,4 @@ class AsyncLog:
         if self.sqlite is not None:
             self.sqlite.close()
         self._executor.shutdown(wait=True)
-        self.log.close()
+        self.sync.close()

@@ -1,0 +1,1 @@
+"""Run application services: creation (with idempotency), writers, state and hot reads."""

@@ -1,0 +1,1 @@
+"""Run workspaces: one directory per run, safe relative paths, listing and retention."""
