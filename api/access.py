@@ -11,9 +11,9 @@ from litestar.di import NamedDependency
 from api.errors import ApiError
 from engine.access import may_use
 from engine.bootstrap import Services
-from engine.streams.hot import HotRun
 from engine.runs.service import RunNotFound
 from engine.settings import ApiKey
+from engine.streams.hot import HotRun
 
 
 async def caller_key(request: Request[Any, Any, Any], services: NamedDependency[Services]) -> ApiKey:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-from typing import Annotated, Any, Callable
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import msgspec
 from litestar import Controller, MediaType, Request, Response, Router, post

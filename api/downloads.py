@@ -10,8 +10,8 @@ import asyncio
 import os
 import threading
 import zipfile
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import AsyncIterator, Callable, Iterator
 
 CHUNK_BYTES = 256 * 1024
 """Bytes sent to the client per chunk."""

@@ -46,8 +46,8 @@ from domain.idempotency import check_key
 from engine.bootstrap import Services
 from engine.catalogue import WorkflowNotFound
 from engine.runs.creation import Creation, IdempotentRequest, RunCreator
-from engine.streams.hot import HotRun
 from engine.settings import ApiKey
+from engine.streams.hot import HotRun
 from projections.visits import VisitNotFound, node_logs
 
 CREATE_BODY = documented_body({

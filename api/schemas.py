@@ -5,8 +5,9 @@ These are the published contract; domain events never leave the service as they 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Callable, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 from litestar.openapi.datastructures import ResponseSpec

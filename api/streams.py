@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Annotated, Any, AsyncIterator
+from typing import Annotated, Any
 
 import msgspec
 from litestar import Controller, get
@@ -16,8 +17,8 @@ from api.access import visible_run
 from api.errors import ApiError, validation_failed
 from api.schemas import RunIdInPath, WorkflowNameInPath, error_responses
 from engine.bootstrap import Services
-from engine.streams.hot import HotRun, encode_frame
 from engine.settings import ApiKey
+from engine.streams.hot import HotRun, encode_frame
 from engine.waiting import wait_event
 from projections.sse import TERMINAL_EVENTS, render_all
 from projections.visits import visit_snapshot
@@ -33,7 +34,7 @@ _encoder = msgspec.json.Encoder()
 class _NodeOf(msgspec.Struct):
     """Just enough of a message's data to know which node it is about."""
 
-    nodeId: str | None = None  # noqa: N815 - the wire name
+    nodeId: str | None = None
     visit: dict[str, Any] | None = None
 
 
@@ -195,8 +196,9 @@ async def stream_frames(
             yield FrameBatch(first)
         while True:
             if not hot.covers(cursor):
-                async for batch, cursor in _from_store(services, hot, cursor, only):
+                async for batch, caught_up in _from_store(services, hot, cursor, only):
                     yield batch
+                    cursor = caught_up
                 continue
             changed = hot.changed_event()
             frames, last = hot.frames_after(cursor)

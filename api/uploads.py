@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, BinaryIO
+from typing import Any, BinaryIO
 
 import msgspec
 from litestar import Request

@@ -81,7 +81,8 @@ async def build_run(services: Services) -> tuple[uuid.UUID, str]:
     for i in range(VISITS):
         node, visit = f"N{i}", uuid.uuid4().hex
 
-        def start(run: Any, at: Any, node: str = node, visit: str = visit, previous: str | None = previous) -> Any:
+        def start(run: Any, at: Any, node: str = node, visit: str = visit, previous: str | None = previous,
+                  i: int = i) -> Any:
             return decide.start_visit(run, at, visit_uuid=visit, node_id=node, node_type="agent", node_label=node,
                                       iter_seq=1, sort_order=i + 1, from_visit_uuid=previous,
                                       from_node_id=f"N{i - 1}" if previous else None)
@@ -99,7 +100,7 @@ async def build_run(services: Services) -> tuple[uuid.UUID, str]:
         await writer.stream(visit_uuid=visit, node_id=node, kind="todo_update",
                             content=json.dumps([{"text": f"task {t}", "status": "completed"} for t in range(5)]))
         output = {"status": 200, "message": "ok", "data": {"index": i, "summary": "finding " * 120, "score": 0.5}}
-        await writer.decide(lambda run, at, node=node, visit=visit: decide.complete_visit(
+        await writer.decide(lambda run, at, node=node, visit=visit, output=output: decide.complete_visit(
             run, at, visit_uuid=visit, node_id=node, output=output))
         previous = visit
     raise AssertionError("unreachable")

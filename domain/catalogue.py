@@ -114,7 +114,7 @@ def evolve_entry(entry: WorkflowEntry | None, event: AnyCatalogueEvent) -> Workf
     )
 
 
-def fold_entry(events: "list[AnyCatalogueEvent] | tuple[AnyCatalogueEvent, ...]") -> WorkflowEntry | None:
+def fold_entry(events: list[AnyCatalogueEvent] | tuple[AnyCatalogueEvent, ...]) -> WorkflowEntry | None:
     """The catalogue entry after all of its events."""
     entry: WorkflowEntry | None = None
     for event in events:

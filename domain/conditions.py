@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Union
+from typing import Any
 
 import msgspec
 
@@ -56,35 +56,35 @@ class Compare(msgspec.Struct, frozen=True):
     """A binary comparison (`==`, `!=`, `>`, `<`, `>=`, `<=`, `contains`)."""
 
     op: str
-    left: "Condition"
-    right: "Condition"
+    left: Condition
+    right: Condition
 
 
 class Exists(msgspec.Struct, frozen=True):
     """True when the operand resolves to a non-null value."""
 
-    operand: "Condition"
+    operand: Condition
 
 
 class Not(msgspec.Struct, frozen=True):
     """Negation."""
 
-    operand: "Condition"
+    operand: Condition
 
 
 class And(msgspec.Struct, frozen=True):
     """All parts are true."""
 
-    parts: tuple["Condition", ...]
+    parts: tuple[Condition, ...]
 
 
 class Or(msgspec.Struct, frozen=True):
     """At least one part is true."""
 
-    parts: tuple["Condition", ...]
+    parts: tuple[Condition, ...]
 
 
-Condition = Union[Ref, Literal, Compare, Exists, Not, And, Or]
+Condition = Ref | Literal | Compare | Exists | Not | And | Or
 
 
 def _tokenize(text: str) -> list[tuple[str, str, int]]:

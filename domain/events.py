@@ -6,7 +6,7 @@ Tags are stored with every event and must never change. Add fields only with def
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Union
+from typing import Any
 from uuid import UUID
 
 import msgspec
@@ -152,23 +152,23 @@ class RunFailed(RunEvent, frozen=True, tag="RunFailed"):
     error: str
 
 
-AnyRunEvent = Union[
-    RunCreated,
-    RunStarted,
-    VisitStarted,
-    NodeStreamed,
-    VisitCompleted,
-    VisitFailed,
-    VisitSkipped,
-    VisitRecorded,
-    PlannerDecided,
-    ClarifyRequested,
-    ClarifyAnswered,
-    RunCancelRequested,
-    RunCancelled,
-    RunCompleted,
-    RunFailed,
-]
+AnyRunEvent = (
+    RunCreated
+    | RunStarted
+    | VisitStarted
+    | NodeStreamed
+    | VisitCompleted
+    | VisitFailed
+    | VisitSkipped
+    | VisitRecorded
+    | PlannerDecided
+    | ClarifyRequested
+    | ClarifyAnswered
+    | RunCancelRequested
+    | RunCancelled
+    | RunCompleted
+    | RunFailed
+)
 
 RUN_EVENT_TYPES: tuple[type[RunEvent], ...] = AnyRunEvent.__args__  # type: ignore[attr-defined]
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any, Awaitable, Callable, Literal
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
 
 import msgspec
 

@@ -6,9 +6,10 @@ Decision functions check the state and return new events; state changes only in 
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from datetime import datetime
 from functools import singledispatch
-from typing import Any, Sequence
+from typing import Any
 from uuid import UUID
 
 import msgspec
@@ -368,7 +369,7 @@ def evolve_all(run: Run, events: Sequence[ev.RunEvent]) -> Run:
     return msgspec.structs.replace(run, version=events[-1].originator_version)
 
 
-def fold(events: "list[ev.RunEvent] | tuple[ev.RunEvent, ...]") -> Run | None:
+def fold(events: list[ev.RunEvent] | tuple[ev.RunEvent, ...]) -> Run | None:
     """The run's state after all of its events."""
     run: Run | None = None
     for event in events:

@@ -6,21 +6,20 @@ import asyncio
 import contextlib
 import gc
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable
 
 from engine.access import KeyRing
-from engine.store import AsyncEventStore
 from engine.catalogue import DEMO_DIR, Catalogue
 from engine.context.tokens import ContextTokens
 from engine.execution import Engine
-from engine.streams.hot import LiveHub
-from engine.workspace.retention import sweep_workspaces
 from engine.runs.service import RunService
 from engine.settings import Settings
-from engine.store import EventStore, parse_database_url
+from engine.store import AsyncEventStore, EventStore, parse_database_url
 from engine.store.postgres_tail import PostgresTail
+from engine.streams.hot import LiveHub
 from engine.workspace.directory import Workspace
+from engine.workspace.retention import sweep_workspaces
 
 logger = logging.getLogger("flowtrail")
 
@@ -94,7 +93,7 @@ async def _every(seconds: float, job: Callable[[], Awaitable[None]]) -> None:
         await asyncio.sleep(seconds)
         try:
             await job()
-        except Exception:  # noqa: BLE001 - housekeeping must outlive one bad round
+        except Exception:
             logger.exception("housekeeping job %s failed", getattr(job, "__name__", job))
 
 

@@ -9,9 +9,8 @@ from typing import Any
 
 from domain.catalogue import WorkflowEntry, WorkflowPublished, evolve_entry, publish_workflow
 from domain.errors import GraphInvalid
-from engine.store import AsyncEventStore
 from engine.clock import utcnow
-from engine.store import ConcurrentAppend
+from engine.store import AsyncEventStore, ConcurrentAppend
 
 log = logging.getLogger("flowtrail.catalogue")
 

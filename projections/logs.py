@@ -5,7 +5,7 @@ Also the one timestamp rendering every projection uses.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -33,7 +33,7 @@ def iso_local(at: datetime | None) -> str | None:
 def _iso(at: datetime) -> str:
     """`YYYY-MM-DDTHH:MM:SS[.mmm]` in UTC (msgspec's RFC 3339 text, the fast path)."""
     if at.tzinfo is not None and at.utcoffset():
-        at = at.astimezone(timezone.utc)
+        at = at.astimezone(UTC)
     text = _encoder.encode(at)[1:-1].decode()
     return text[:23] if len(text) > 20 else text[:19]
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import msgspec
 
@@ -37,7 +38,7 @@ def is_terminal_message(message: SseMessage) -> bool:
     return message.event in TERMINAL_EVENTS
 
 
-def ends_stream(pending: "SseMessage | ev.RunEvent") -> bool:
+def ends_stream(pending: SseMessage | ev.RunEvent) -> bool:
     """True when a message, rendered or not yet, is a terminal one."""
     if isinstance(pending, SseMessage):
         return is_terminal_message(pending)
@@ -172,7 +173,7 @@ def _run_cancelled(event: ev.RunCancelled, run_id: str) -> dict[str, Any]:
 
 # Plain functions, not bound methods: a projection holds no reference to itself, so a hot
 # run that is dropped is freed at once instead of waiting for the cycle collector.
-_STATEFUL: dict[type, Callable[[SseProjection, Any, str], "dict[str, Any] | None"]] = {
+_STATEFUL: dict[type, Callable[[SseProjection, Any, str], dict[str, Any] | None]] = {
     ev.RunCreated: SseProjection._created,
     ev.VisitCompleted: SseProjection._visit_ended,
     ev.VisitFailed: SseProjection._visit_ended,

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
 from domain import events as ev
 from domain.run import RunStatus
@@ -166,7 +167,7 @@ _SUMMARY_HANDLERS: dict[type, Callable[[Any, Any], None]] = {
 }
 
 
-def summarize(events: "list[ev.RunEvent] | tuple[ev.RunEvent, ...]") -> RunSummary:
+def summarize(events: list[ev.RunEvent] | tuple[ev.RunEvent, ...]) -> RunSummary:
     """The summary after all of a run's events."""
     summary = RunSummary()
     for event in events:

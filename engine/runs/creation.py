@@ -13,10 +13,9 @@ from uuid import UUID
 
 from domain.idempotency import IdempotencyKeyClaimed, claim_key, claim_stream_id, replay_of
 from domain.run import create_run
-from engine.store import AsyncEventStore
 from engine.clock import utcnow
+from engine.store import AsyncEventStore, ConcurrentAppend
 from engine.streams.hot import LiveHub
-from engine.store import ConcurrentAppend
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from uuid import UUID, uuid4
 from domain import run as decisions
 from domain.events import RunEvent
 from domain.run import Run, fold
-from engine.store import AsyncEventStore
 from engine.clock import utcnow
+from engine.store import AsyncEventStore
 from engine.streams.hot import HotRun, LiveHub
 from engine.streams.writer import RunWriter
 
@@ -98,5 +98,5 @@ class RunService:
         for run_id in list(self._writers):
             try:
                 await self.release(run_id)
-            except Exception:  # noqa: BLE001 - shutdown goes on; the log keeps what was stored
+            except Exception:
                 log.exception("run %s: buffered events could not be stored at shutdown", run_id.hex)

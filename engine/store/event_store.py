@@ -6,7 +6,8 @@ threads and reads around the library where that is faster.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 from uuid import UUID
 
 from eventsourcing.application import Application

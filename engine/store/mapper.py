@@ -5,7 +5,10 @@ The stored topic is the event's stable tag (not a Python path), so code can move
 
 from __future__ import annotations
 
-from typing import Any, Sequence, Union
+import operator
+from collections.abc import Sequence
+from functools import reduce
+from typing import Any
 
 import msgspec
 from eventsourcing.persistence import Mapper, MapperDeserialisationError, StoredEvent
@@ -17,7 +20,7 @@ class MsgspecMapper(Mapper):  # type: ignore[type-arg]
     def __init__(self, event_types: Sequence[type[msgspec.Struct]]) -> None:
         super().__init__(transcoder=None)  # type: ignore[arg-type]
         self.encoder = msgspec.json.Encoder()
-        self.decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder(Union[tuple(event_types)])  # type: ignore[arg-type]
+        self.decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder(reduce(operator.or_, event_types))
         self.tags = {t: t.__struct_config__.tag for t in event_types}
 
     def to_stored_event(self, domain_event: Any) -> StoredEvent:

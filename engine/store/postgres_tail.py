@@ -13,13 +13,14 @@ from __future__ import annotations
 import asyncio
 import bisect
 import logging
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 from uuid import UUID
 
 import asyncpg
 
-from engine.store.mapper import MsgspecMapper
 from engine.store.location import StoreLocation, qualified_table
+from engine.store.mapper import MsgspecMapper
 from engine.waiting import wait_event
 
 log = logging.getLogger("flowtrail.tail")

@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import bisect
 import time
-from typing import Any, Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
 from uuid import UUID
 
 from litestar.response import ServerSentEventMessage

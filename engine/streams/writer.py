@@ -10,13 +10,14 @@ the next starts only after it succeeded, so positions never skip.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
 from domain import events as ev
 from domain.run import Run, StreamPiece, check_stream_chunk, evolve, evolve_all, stream_chunks
-from engine.store import AsyncEventStore
 from engine.clock import utcnow
+from engine.store import AsyncEventStore
 from engine.streams.hot import LiveHub
 
 MERGEABLE_KINDS = frozenset({"thinking"})

@@ -7,13 +7,13 @@ before RunCreated was stored) is deleted once it has not changed for an hour.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Iterable
 from uuid import UUID
 
 from domain.events import RunCreated
-from engine.store import AsyncEventStore
 from engine.clock import utcnow
+from engine.store import AsyncEventStore
 from engine.workspace.directory import Workspace
 
 

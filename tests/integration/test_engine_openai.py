@@ -26,7 +26,7 @@ SECRET = "sk-engine-test-0123456789"
 
 
 @pytest.fixture
-async def services(fake_openai, tmp_path, monkeypatch):  # noqa: F811
+async def services(fake_openai, tmp_path, monkeypatch):
     monkeypatch.setenv(KEY_ENV, SECRET)
     models = [{"id": "fake", "base_url": fake_openai.base_url, "model": "fake-model", "api_key_env": KEY_ENV,
                "timeout_seconds": 5, "first_token_timeout": 5},
@@ -42,7 +42,7 @@ async def services(fake_openai, tmp_path, monkeypatch):  # noqa: F811
         yield services
 
 
-async def test_an_agent_visit_calls_a_tool_over_the_wire_and_answers(services, fake_openai):  # noqa: F811
+async def test_an_agent_visit_calls_a_tool_over_the_wire_and_answers(services, fake_openai):
     fake_openai.will_call_tools(("call_a", "web_search", ['{"que', 'ry": "tides"}']))
     fake_openai.will_stream_text("Tides ", "are ", "predictable.", reasoning=("Reading ", "the results."))
     run_id = await start(services, "openai-flow", {"topic": "tides"})
@@ -60,7 +60,7 @@ async def test_an_agent_visit_calls_a_tool_over_the_wire_and_answers(services, f
     assert not any(SECRET in str(event) for event in events)
 
 
-async def test_a_stream_that_breaks_over_the_wire_fails_the_visit_cleanly(services, fake_openai):  # noqa: F811
+async def test_a_stream_that_breaks_over_the_wire_fails_the_visit_cleanly(services, fake_openai):
     fake_openai.will_break_after("Tides ", "are")
     run_id = await start(services, "openai-flow", {"topic": "tides"})
     run = await wait_until(services, run_id)
@@ -70,7 +70,7 @@ async def test_a_stream_that_breaks_over_the_wire_fails_the_visit_cleanly(servic
     assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
 
 
-async def test_a_model_that_stops_answering_fails_the_visit_with_a_timeout(services, fake_openai):  # noqa: F811
+async def test_a_model_that_stops_answering_fails_the_visit_with_a_timeout(services, fake_openai):
     work = node("work", "llm", model_id="impatient", prompt="Say something")
     await services.catalogue.publish(workflow("impatient-flow", [work, node("out", "output")], [edge("work", "out")]))
     fake_openai.will_hang_after("Tides ")

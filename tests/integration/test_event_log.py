@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from uuid import uuid4
 
 import pytest
 
 from domain import events as ev
-from engine.store import AsyncEventStore
-from engine.store import ConcurrentAppend, EventStore, parse_database_url
+from engine.store import AsyncEventStore, ConcurrentAppend, EventStore, parse_database_url
 
-AT = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
+AT = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture

@@ -35,7 +35,7 @@ SEARCH = ToolSpec("search", "Search the workspace.", {"type": "object", "propert
 
 
 @pytest.fixture
-async def connect(fake_openai, monkeypatch):  # noqa: F811
+async def connect(fake_openai, monkeypatch):
     """Build providers pointed at the fake server; all are closed after the test."""
     monkeypatch.setenv(KEY_ENV, SECRET)
     made: list[OpenAIProvider] = []

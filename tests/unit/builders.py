@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
-from typing import Any, Iterable, TypeVar
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
 from uuid import UUID
 
 from domain import events as ev
 
 RUN_ID = UUID("a3f9b2c1a3f9b2c1a3f9b2c1a3f9b2c1")
-T0 = datetime(2026, 7, 1, 8, 30, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 7, 1, 8, 30, 0, tzinfo=UTC)
 
 P = TypeVar("P")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from uuid import UUID, uuid4, uuid5
 
 import msgspec
@@ -21,7 +21,7 @@ from domain.idempotency import (
 )
 from engine.store.event_store import FlowtrailApplication
 
-T0 = datetime(2026, 7, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 7, 1, tzinfo=UTC)
 RUN = UUID("a3f9b2c1a3f9b2c1a3f9b2c1a3f9b2c1")
 
 

@@ -1,7 +1,7 @@
 """The event-sourced workflow catalogue: one stream per name, a version per changed definition."""
 
 import copy
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from uuid import UUID, uuid5
 
 import msgspec
@@ -20,8 +20,8 @@ from domain.catalogue import (
 )
 from domain.errors import GraphInvalid, IllegalTransition
 
-T1 = datetime(2025, 1, 1, tzinfo=timezone.utc)
-T2 = datetime(2025, 1, 2, tzinfo=timezone.utc)
+T1 = datetime(2025, 1, 1, tzinfo=UTC)
+T2 = datetime(2025, 1, 2, tzinfo=UTC)
 
 DEFINITION = {
     "name": "report-pipeline",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from uuid import uuid4
 
 import pytest
@@ -18,7 +18,7 @@ from domain.errors import (
 )
 from domain.run import RunStatus, evolve, fold
 
-AT = datetime(2026, 7, 1, tzinfo=timezone.utc)
+AT = datetime(2026, 7, 1, tzinfo=UTC)
 FLOW = dict(workflow_id=1, workflow_name="demo", workflow_version=1, display_name="Demo", mode="DAG")
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -28,7 +28,7 @@ def test_timestamps_render_as_utc_with_z_and_keep_milliseconds():
     at = datetime(2026, 7, 1, 16, 30, 5, 123456, tzinfo=timezone(timedelta(hours=8)))
     assert iso_utc(at) == "2026-07-01T08:30:05.123Z"
     assert iso_utc(datetime(2026, 7, 1, 8, 30, 5)) == "2026-07-01T08:30:05Z"
-    assert iso_local(datetime(2026, 7, 1, 8, 30, 5, tzinfo=timezone.utc)) == "2026-07-01T08:30:05"
+    assert iso_local(datetime(2026, 7, 1, 8, 30, 5, tzinfo=UTC)) == "2026-07-01T08:30:05"
     assert iso_utc(None) is None
 
 
@@ -180,7 +180,7 @@ def test_the_index_stops_growing_at_its_cap_and_says_it_overflowed():
 
 def test_the_default_cap_is_two_hundred_visits():
     run = RunLog().created().started()
-    for i in range(201):
+    for _ in range(201):
         run.visit("A")
     index = index_of(run)
     assert len(index) == 200 and index.overflowed

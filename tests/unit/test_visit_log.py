@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from projections.logs import VisitLog
 
-AT = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
+AT = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 
 def test_reading_a_log_between_additions_shows_grown_thinking_and_new_entries():
