@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import msgspec
-from litestar import Controller, MediaType, Request, Response, Router, post
+from litestar import Controller, MediaType, Request, Response, post
 from litestar.di import NamedDependency
 from litestar.exceptions import HTTPException
 
@@ -21,9 +21,7 @@ from engine.bootstrap import Services
 from engine.context.tokens import ContextTokenError, require_run
 from engine.context.views import (
     AskerView,
-    ColdIndexes,
     ContextDisabled,
-    asker_view,
     meta_body,
     output_body,
     path_body,
@@ -121,7 +119,7 @@ def handle_context_error(request: Request[Any, Any, Any], exc: Exception) -> Res
 
 
 async def _answer(
-    request: Request[Any, Any, Any], services: Services, cold: ColdIndexes, kind: type[Any],
+    request: Request[Any, Any, Any], services: Services, kind: type[Any],
     build: Callable[[AskerView, Any], dict[str, Any]],
 ) -> Response[bytes]:
     """Loopback, switch, token, body, run, then the view: in that order, so refusals leak nothing."""
@@ -135,7 +133,7 @@ async def _answer(
     except msgspec.DecodeError as exc:
         raise BadContextQuery(f"invalid request body: {exc}") from None
     require_run(grant, query.run_id)
-    view = await asker_view(services, grant, cold)
+    view = await services.context.asker_view(grant)
     body = {"code": 200, "message": "success", "data": build(view, query)}
     return Response(
         content=_encoder.encode(body), status_code=200, media_type=MediaType.JSON,
@@ -150,21 +148,17 @@ def _meta(view: AskerView, query: MetaQuery) -> dict[str, Any]:
 
 
 class ContextQueryController(Controller):
-    """The internal context query API (seed §2); the one instance per app keeps the cold folds."""
+    """The internal context query API (seed §2)."""
 
     path = "/internal/context"
     include_in_schema = False
     exception_handlers = {Exception: handle_context_error}
     request_max_body_size = MAX_BODY_BYTES
 
-    def __init__(self, owner: Router) -> None:
-        super().__init__(owner)
-        self.cold = ColdIndexes()
-
     @post("/path", operation_id="contextPath", status_code=200)
     async def query_path(self, request: Request[Any, Any, Any], services: NamedDependency[Services]) -> Response[bytes]:
         """§2.1: every chain of earlier visits leading to the asking visit."""
-        return await _answer(request, services, self.cold, PathQuery, lambda view, q: path_body(view, q.visit_uuid))
+        return await _answer(request, services, PathQuery, lambda view, q: path_body(view, q.visit_uuid))
 
     @post("/output", operation_id="contextOutput", status_code=200)
     async def query_output(
@@ -172,10 +166,10 @@ class ContextQueryController(Controller):
     ) -> Response[bytes]:
         """§2.2: an earlier visit's output envelope, whole or one field."""
         return await _answer(
-            request, services, self.cold, OutputQuery, lambda view, q: output_body(view, q.node_id, q.field, q.iter_seq)
+            request, services, OutputQuery, lambda view, q: output_body(view, q.node_id, q.field, q.iter_seq)
         )
 
     @post("/meta", operation_id="contextMeta", status_code=200)
     async def query_meta(self, request: Request[Any, Any, Any], services: NamedDependency[Services]) -> Response[bytes]:
         """§2.3: an earlier visit's thinking, tool calls, TODO list, or all with logs."""
-        return await _answer(request, services, self.cold, MetaQuery, _meta)
+        return await _answer(request, services, MetaQuery, _meta)

@@ -41,10 +41,8 @@ from dataclasses import replace
 from typing import Any
 
 import uvicorn
-from litestar import Litestar
 
 from api.app import create_app
-from api.context import ContextQueryController
 from bench.common import (
     FLOW,
     Fleet,
@@ -57,7 +55,6 @@ from bench.common import (
 )
 from domain import run as decide
 from engine.bootstrap import Services, build_services
-from engine.context.views import ColdIndexes
 from engine.settings import Settings, StoreSettings
 
 VISITS = 50
@@ -170,16 +167,6 @@ def measure(port: int, askers: list[tuple[str, str]], requests: int, warmup: int
     return results
 
 
-def cold_folds(app: Litestar) -> ColdIndexes:
-    """The context controller's cold folds (so the bench can make every read fold the whole log)."""
-    for route in app.routes:
-        for handler in getattr(route, "route_handlers", ()):
-            controller = getattr(handler.fn, "__self__", None)
-            if isinstance(controller, ContextQueryController):
-                return controller.cold
-    raise LookupError("the app serves no context query controller")
-
-
 async def bench_store(fleet: Fleet, kind: str, requests: int, warmup: int, first_reads: int) -> list[dict[str, Any]]:
     """Serve one store; measure from memory, from the store (caught up), and first reads from the store (full fold)."""
     store = fleet.store(kind)
@@ -208,7 +195,7 @@ async def bench_store(fleet: Fleet, kind: str, requests: int, warmup: int, first
         await services.runs.release(run_id)
         services.hub.runs.pop(run_id)
         figures["store"] = await timed([run_id], requests, "store")
-        cold_folds(app).max_runs = 0
+        services.context.cold.max_runs = 0
         figures["store, first read"] = await timed([run_id], first_reads, "store")
     finally:
         server.should_exit = True

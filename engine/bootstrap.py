@@ -11,8 +11,11 @@ from dataclasses import dataclass, field
 
 from engine.access import KeyRing
 from engine.catalogue import DEMO_DIR, Catalogue
+from engine.context.access import VisitContextTools
 from engine.context.tokens import ContextTokens
+from engine.context.views import ContextReader
 from engine.execution import Engine
+from engine.execution.models import build_registry
 from engine.runs.service import RunService
 from engine.settings import Settings
 from engine.store import AsyncEventStore, EventStore, parse_database_url
@@ -35,9 +38,11 @@ class Services:
     keys: KeyRing
     catalogue: Catalogue
     workspace: Workspace
+    tokens: ContextTokens
+    context: ContextReader
+    context_tools: VisitContextTools
     tail: PostgresTail | None = None
     engine: Engine | None = None
-    tokens: ContextTokens | None = None
     _sweepers: list[asyncio.Task[None]] = field(default_factory=list)
 
     async def start(self) -> None:
@@ -60,8 +65,7 @@ class Services:
         ]
         if self.engine is not None:
             await self.engine.recover()
-        if self.tokens is not None:
-            self.tokens.start()
+        self.tokens.start()
 
     async def _evict_idle_runs(self) -> None:
         self.hub.evict_idle()
@@ -79,8 +83,7 @@ class Services:
                 await sweeper
         if self.engine is not None:
             await self.engine.close()
-        if self.tokens is not None:
-            await self.tokens.close()
+        await self.tokens.close()
         await self.runs.close()
         if self.tail is not None:
             await self.tail.close()
@@ -130,10 +133,17 @@ def build_services(settings: Settings) -> Services:
             location, sync_store.mapper, wanted=hub.wants, deliver=hub.publish, local_appends_done=store.appends_done,
         )
         store.on_appended = tail.appended_here
-    services = Services(
-        settings=settings, store=store, hub=hub, runs=runs, keys=KeyRing(settings.api_keys),
-        catalogue=Catalogue(store), workspace=Workspace(settings.workspaces_dir), tail=tail,
-        tokens=ContextTokens(settings.context),
+    tokens = ContextTokens(settings.context)
+    catalogue = Catalogue(store)
+    workspace = Workspace(settings.workspaces_dir)
+    context_tools = VisitContextTools(tokens, settings.context, base_url=f"http://127.0.0.1:{settings.port}")
+    engine = Engine(
+        runs=runs, workflows=catalogue, workspace=workspace, settings=settings.engine,
+        registry=build_registry(settings.engine), context_tools=context_tools,
     )
-    services.engine = Engine(services)
-    return services
+    return Services(
+        settings=settings, store=store, hub=hub, runs=runs, keys=KeyRing(settings.api_keys),
+        catalogue=catalogue, workspace=workspace, tail=tail, engine=engine, tokens=tokens,
+        context=ContextReader(runs, hub, tokens, hot_retention_seconds=settings.context.hot_retention_seconds),
+        context_tools=context_tools,
+    )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 from uuid import UUID
 
@@ -19,9 +19,6 @@ import httpx
 import msgspec
 
 from engine.llm.types import ToolSpec
-
-if TYPE_CHECKING:
-    from engine.bootstrap import Services
 
 log = logging.getLogger("flowtrail.context.tools")
 
@@ -319,16 +316,6 @@ def _decode(raw: bytes) -> Any:
     except msgspec.DecodeError:
         return None
 
-
-
-def make_toolbox(services: Services, run_id: UUID, visit_uuid: str, token: str | None,
-                 **options: Any) -> ContextToolbox | None:
-    """The visit's toolbox; None when context query is off, there is no token, or the base URL is not loopback."""
-    settings = services.settings.context
-    if not settings.enabled or not token:
-        return None
-    base_url = f"http://127.0.0.1:{services.settings.port}"
-    return build_toolbox(base_url, run_id, visit_uuid, token, max_calls=settings.max_tool_calls_per_visit, **options)
 
 
 def build_toolbox(base_url: str, run_id: UUID, visit_uuid: str, token: str, **options: Any) -> ContextToolbox | None:

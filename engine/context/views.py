@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
 
 from engine.clock import utcnow
-from engine.context.tokens import Grant, InvalidToken
-from engine.runs.service import RunNotFound
+from engine.context.tokens import ContextTokens, Grant, InvalidToken
+from engine.runs.service import RunNotFound, RunService
+from engine.streams.hot import LiveHub
 from projections.paths import predecessor_paths
 from projections.visits import (
     Visit,
@@ -20,9 +21,6 @@ from projections.visits import (
     output_view,
     pick_visit,
 )
-
-if TYPE_CHECKING:
-    from engine.bootstrap import Services
 
 MEMORY, STORE = "memory", "store"
 
@@ -97,10 +95,10 @@ class ColdIndexes:
     def __len__(self) -> int:
         return len(self._folds)
 
-    async def read(self, services: Services, run_id: UUID) -> VisitIndex:
+    async def read(self, runs: RunService, run_id: UUID) -> VisitIndex:
         """The run's index as the log has it now; RunNotFound for a run with no events."""
         index, version = self._folds.pop(run_id, None) or (VisitIndex(), 0)
-        for event in await services.runs.events(run_id, after=version):
+        for event in await runs.events(run_id, after=version):
             index.apply(event)
             version = event.originator_version
         if index.run_id is None:
@@ -111,30 +109,36 @@ class ColdIndexes:
         return index
 
 
-async def run_index(services: Services, run_id: UUID, cold: ColdIndexes | None = None) -> tuple[VisitIndex, str]:
-    """The run's visit index: the hot one while the run is live and for the retention after, else from the log.
+class ContextReader:
+    """Answers context queries of asking visits from their run's visit index: memory first, the log behind."""
 
-    From the log, `cold` keeps folds between reads (caught up on each); without it every read folds afresh.
-    """
-    hot = services.hub.runs.get(run_id)
-    if hot is not None and hot.complete:
-        ended = hot.summary.completed_at
-        retention = timedelta(seconds=services.settings.context.hot_retention_seconds)
-        if ended is None or utcnow() - ended < retention:
-            return hot.sse.index, MEMORY
-    return await (cold if cold is not None else ColdIndexes()).read(services, run_id), STORE
+    def __init__(self, runs: RunService, hub: LiveHub, tokens: ContextTokens, *,
+                 hot_retention_seconds: float, cold: ColdIndexes | None = None) -> None:
+        self.runs = runs
+        self.hub = hub
+        self.tokens = tokens
+        self.hot_retention = timedelta(seconds=hot_retention_seconds)
+        self.cold = cold if cold is not None else ColdIndexes()
 
+    async def run_index(self, run_id: UUID) -> tuple[VisitIndex, str]:
+        """The run's visit index: the hot one while the run is live and for the retention after, else from the log."""
+        hot = self.hub.runs.get(run_id)
+        if hot is not None and hot.complete:
+            ended = hot.summary.completed_at
+            if ended is None or utcnow() - ended < self.hot_retention:
+                return hot.sse.index, MEMORY
+        return await self.cold.read(self.runs, run_id), STORE
 
-async def asker_view(services: Services, grant: Grant, cold: ColdIndexes | None = None) -> AskerView:
-    """The view of the grant's run from its visit; 404 if the visit is unknown, 401 once it has ended."""
-    index, source = await run_index(services, grant.run_id, cold)
-    asker = index.find(grant.visit_uuid)
-    if asker is None:
-        raise VisitNotFound("the asking visit is not known", run_id=index.run_id)
-    if asker.status != "RUNNING":
-        services.tokens.invalidate_visit(grant.run_id, grant.visit_uuid)
-        raise VisitEnded("the context token's visit has ended")
-    return AskerView(index, asker, source)
+    async def asker_view(self, grant: Grant) -> AskerView:
+        """The view of the grant's run from its visit; 404 if the visit is unknown, 401 once it has ended."""
+        index, source = await self.run_index(grant.run_id)
+        asker = index.find(grant.visit_uuid)
+        if asker is None:
+            raise VisitNotFound("the asking visit is not known", run_id=index.run_id)
+        if asker.status != "RUNNING":
+            self.tokens.invalidate_visit(grant.run_id, grant.visit_uuid)
+            raise VisitEnded("the context token's visit has ended")
+        return AskerView(index, asker, source)
 
 
 def path_body(view: AskerView, visit_uuid: str | None) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from domain import run as decide
 from domain.errors import AnswerNotJson
@@ -21,6 +21,7 @@ from engine.execution.errors import CancelHalt, RunFailure, describe_llm_error
 from engine.execution.models import scripted_planner
 from engine.execution.outcomes import Completed, Failed, Paused, RunOutcome
 from engine.execution.progress import FAILED, SUCCESS, Progress, VisitProgress
+from engine.execution.session import RunSession
 from engine.llm import (
     SCRIPTED_ID,
     CompletionRequest,
@@ -30,9 +31,6 @@ from engine.llm import (
     Message,
     collect,
 )
-
-if TYPE_CHECKING:
-    from engine.execution.session import RunSession
 
 PLANNER_ATTEMPTS = 2
 OUTPUT_PREVIEW_CHARS = 300
@@ -131,14 +129,14 @@ class Planner:
     def __init__(self, session: RunSession) -> None:
         self.session = session
         config = session.planner
-        model_id = config.get("model_id") or session.engine.registry.default_model_id
+        model_id = config.get("model_id") or session.registry.default_model_id
         if model_id == SCRIPTED_ID:
             self.provider: LlmProvider = scripted_planner(
                 config.get("script"), skip_turns=session.progress.decisions,
                 seed=f"{session.run_id}:planner", pace_seconds=session.settings.scripted_pace_seconds,
             )
         else:
-            self.provider = session.engine.registry.provider_for(model_id)
+            self.provider = session.registry.provider_for(model_id)
         self.goal = str(config.get("prompt", ""))
 
     async def decide(self) -> tuple[str | None, str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from domain.conditions import evaluate
 from domain.workflow import (
@@ -21,20 +21,11 @@ from engine.execution.outcomes import (
     Failed,
     Paused,
     RunOutcome,
+    Skip,
     VisitOutcome,
 )
 from engine.execution.progress import FAILED, SKIPPED, SUCCESS, Progress
-
-if TYPE_CHECKING:
-    from engine.execution.session import RunSession
-
-
-@dataclass(frozen=True)
-class Skip:
-    """A node to record as skipped, and why."""
-
-    node_id: str
-    reason: str
+from engine.execution.session import RunSession
 
 
 @dataclass

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from typing import Any
 from uuid import UUID
@@ -22,38 +22,35 @@ from domain.run import EXECUTING, RunStatus
 from domain.workflow import WorkflowDefinition
 from engine.catalogue import WorkflowNotFound
 from engine.clock import utcnow
+from engine.execution.agentic import run_agentic
+from engine.execution.dag import run_dag
 from engine.execution.errors import RunFailure
 from engine.execution.journal import Journal
-from engine.execution.models import build_registry
 from engine.execution.outcomes import Failed
+from engine.execution.ports import ContextTools, WorkflowVersions
 from engine.execution.progress import Progress, fold_progress
-from engine.execution.session import RunSession
+from engine.execution.session import RunSession, SessionTools
 from engine.llm import ModelRegistry
+from engine.runs.service import RunService
+from engine.settings import EngineSettings
+from engine.workspace.directory import Workspace
 
-log = logging.getLogger("flowtrail.engine")
-
-ToolboxFactory = Callable[[Any, UUID, str, str], Any]
-TERMINAL_TAGS = ("RunCompleted", "RunFailed", "RunCancelled")
-
-
-def context_toolbox_factory() -> ToolboxFactory | None:
-    """`engine.context.tools.make_toolbox` when that module is installed, else None (no context tools)."""
-    try:
-        from engine.context.tools import make_toolbox  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    return make_toolbox  # type: ignore[no-any-return]
+logger = logging.getLogger("flowtrail.engine")
 
 
 class Engine:
     """Executes runs in this process; every step it takes is an appended run event."""
 
-    def __init__(self, services: Any, *, registry: ModelRegistry | None = None,
-                 toolbox_factory: ToolboxFactory | None = None) -> None:
-        self.services = services
-        self.runs = services.runs
-        self.registry = registry if registry is not None else build_registry(services.settings.engine)
-        self.toolbox_factory = toolbox_factory or context_toolbox_factory()
+    def __init__(self, *, runs: RunService, workflows: WorkflowVersions, workspace: Workspace,
+                 settings: EngineSettings, registry: ModelRegistry, context_tools: ContextTools | None = None) -> None:
+        self.runs = runs
+        self.workflows = workflows
+        self.settings = settings
+        self.registry = registry
+        self.tools = SessionTools(
+            settings=settings, registry=registry, workspace=workspace, context=context_tools,
+            modes={"DAG": run_dag, "AGENTIC": run_agentic},
+        )
         self._tasks: dict[UUID, asyncio.Task[None]] = {}
         self._cancel_events: dict[UUID, asyncio.Event] = {}
         self._locks: weakref.WeakValueDictionary[UUID, asyncio.Lock] = weakref.WeakValueDictionary()
@@ -61,6 +58,15 @@ class Engine:
         self._planners: dict[tuple[str, int], dict[str, Any]] = {}
         self._deadlines: dict[UUID, asyncio.TimerHandle] = {}
         self._expiring: set[asyncio.Task[None]] = set()
+
+    @property
+    def context_tools(self) -> ContextTools | None:
+        """What hands model visits their context tools (None: no context tools)."""
+        return self.tools.context
+
+    @context_tools.setter
+    def context_tools(self, tools: ContextTools | None) -> None:
+        self.tools = replace(self.tools, context=tools)
 
     # ---- commands --------------------------------------------------------------------
 
@@ -113,18 +119,10 @@ class Engine:
 
     async def recover(self) -> None:
         """Resume runs that were executing when the process stopped; paused runs wait for their answer (within their time limit)."""
-        store = self.services.store
-        candidates: dict[UUID, None] = {}
-        for tag in ("RunStarted", "RunCancelRequested"):
-            for event in await store.read_all(tag):
-                candidates[event.originator_id] = None
-        for tag in TERMINAL_TAGS:
-            for event in await store.read_all(tag):
-                candidates.pop(event.originator_id, None)
-        for run_id in candidates:
+        for run_id in await self.runs.unfinished():
             run = await self.runs.state(run_id)
             if run.status in EXECUTING or (run.cancel_requested and not run.status.is_terminal):
-                log.info("recovering run %s (%s)", run_id.hex, run.status.value)
+                logger.info("recovering run %s (%s)", run_id.hex, run.status.value)
                 async with self._lock(run_id):
                     self._schedule(run_id)
             elif run.status is RunStatus.PAUSED:
@@ -155,14 +153,14 @@ class Engine:
         """The workflow version the run recorded, and its planner settings (AGENTIC)."""
         name, version = progress.workflow_name, progress.workflow_version
         try:
-            entry = self.services.catalogue.version(name, version)
+            entry = self.workflows.version(name, version)
         except WorkflowNotFound:
             raise RunFailure(f"workflow {name!r} version {version} is not in the catalogue; the run cannot go on") from None
         if entry.definition.mode != "AGENTIC":
             return entry.definition, {}
         key = (name, version)
         if key not in self._planners:
-            events = await self.services.store.read_stream(catalogue_stream_id(name))
+            events = await self.runs.store.read_stream(catalogue_stream_id(name))
             raw = next((event.definition for event in events if getattr(event, "version", None) == version), {})
             planner = raw.get("planner") if isinstance(raw, dict) else None
             self._planners[key] = planner if isinstance(planner, dict) else {}
@@ -210,7 +208,7 @@ class Engine:
         except asyncio.CancelledError:
             raise
         except Exception as error:
-            log.exception("run %s stopped on an unexpected error", run_id.hex)
+            logger.exception("run %s stopped on an unexpected error", run_id.hex)
             await self._fail_after_error(run_id, error)
 
     async def _session(self, run_id: UUID, signal: asyncio.Event) -> Progress | None:
@@ -226,8 +224,8 @@ class Engine:
         journal = Journal(writer, self._inflight)
         await journal.flush()
         progress = fold_progress(await self.runs.events(run_id))
-        session = RunSession(self, run_id, journal, progress, signal)
-        await session.finish(await session.execute())
+        session = RunSession(self.tools, run_id, journal, progress, signal)
+        await session.finish(await session.execute(lambda: self.definition(progress)))
         return progress
 
     # ---- paused runs keep their time limit ---------------------------------------------
@@ -236,7 +234,7 @@ class Engine:
         """Fail the paused run when its time limit passes (answering or cancelling disarms it)."""
         self._disarm(run_id)
         started = progress.started_at or utcnow()
-        remaining = self.services.settings.engine.run_timeout_seconds - (utcnow() - started).total_seconds()
+        remaining = self.settings.run_timeout_seconds - (utcnow() - started).total_seconds()
         loop = asyncio.get_running_loop()
         self._deadlines[run_id] = loop.call_later(max(0.0, remaining), self._expire_soon, run_id)
 
@@ -257,8 +255,8 @@ class Engine:
             try:
                 if writer.run.status is RunStatus.PAUSED:
                     progress = fold_progress(await self.runs.events(run_id))
-                    session = RunSession(self, run_id, Journal(writer, self._inflight), progress, asyncio.Event())
-                    limit = self.services.settings.engine.run_timeout_seconds
+                    session = RunSession(self.tools, run_id, Journal(writer, self._inflight), progress, asyncio.Event())
+                    limit = self.settings.run_timeout_seconds
                     await session.finish(Failed(
                         f"the run timed out after {limit:g} s (its time limit) while waiting for an answer"))
             finally:
@@ -274,6 +272,6 @@ class Engine:
                 if not writer.run.status.is_terminal:
                     await writer.decide(partial(decide.fail_run, error=f"internal error: {type(error).__name__}: {error}"))
             except Exception:
-                log.exception("could not record the failure of run %s", run_id.hex)
+                logger.exception("could not record the failure of run %s", run_id.hex)
             finally:
                 await self.runs.release(run_id)

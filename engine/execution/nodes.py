@@ -64,13 +64,13 @@ async def user_input(ctx: VisitContext) -> dict[str, Any]:
     except msgspec.ValidationError as error:
         raise VisitFailure(f"invalid inputs declaration: {error}") from None
     if not declared:
-        return envelope({key: value for key, value in variables.items() if key in ctx.session.progress.variables})
+        return envelope({key: value for key, value in variables.items() if key in ctx.inputs.variables})
     missing = [item.name for item in declared if item.required and variables.get(item.name) in (None, "")]
     if missing:
         raise VisitFailure(f"required input(s) not given: {', '.join(missing)}")
     data = {item.name: variables[item.name] for item in declared if item.name in variables}
-    if ctx.session.progress.uploaded_files:
-        data.setdefault("uploadedFiles", list(ctx.session.progress.uploaded_files))
+    if ctx.inputs.uploaded_files:
+        data.setdefault("uploadedFiles", list(ctx.inputs.uploaded_files))
     return envelope(data)
 
 

@@ -10,6 +10,14 @@ from engine.execution.progress import VisitProgress
 
 
 @dataclass(frozen=True)
+class Skip:
+    """A node to record as skipped, and why."""
+
+    node_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class Done:
     """A visit completed with this envelope."""
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID, uuid4
 
 from domain import run as decide
@@ -18,8 +20,6 @@ from domain.errors import IllegalTransition
 from domain.run import RunStatus
 from domain.workflow import NodeDefinition, WorkflowDefinition, node_by_id
 from engine.clock import utcnow
-from engine.execution.agentic import run_agentic
-from engine.execution.dag import Skip, run_dag
 from engine.execution.errors import (
     CancelHalt,
     PauseForAnswer,
@@ -37,29 +37,42 @@ from engine.execution.outcomes import (
     Failed,
     Paused,
     RunOutcome,
+    Skip,
     VisitOutcome,
 )
+from engine.execution.ports import ContextTools, Toolbox
 from engine.execution.progress import Progress, VisitProgress
 from engine.execution.tools import is_idempotent
 from engine.execution.visit import VisitContext
-from engine.llm import LlmCancelled, LlmError
+from engine.llm import LlmCancelled, LlmError, ModelRegistry
 from engine.settings import EngineSettings
+from engine.workspace.directory import Workspace
 
-if TYPE_CHECKING:
-    from engine.execution.engine import Engine
-
-log = logging.getLogger("flowtrail.engine")
+logger = logging.getLogger("flowtrail.engine")
 
 RUN_OK = "工作流执行成功"
+Definition = tuple[WorkflowDefinition, dict[str, Any]]
+ModeRunner = Callable[["RunSession"], Awaitable[RunOutcome]]
+
+
+@dataclass(frozen=True)
+class SessionTools:
+    """What every session of the engine works with besides its run."""
+
+    settings: EngineSettings
+    registry: ModelRegistry
+    workspace: Workspace
+    modes: Mapping[str, ModeRunner]
+    context: ContextTools | None = None
 
 
 class RunSession:
     """Executes one run from where its log stands, appending every step."""
 
-    def __init__(self, engine: Engine, run_id: UUID, journal: Journal, progress: Progress,
+    def __init__(self, tools: SessionTools, run_id: UUID, journal: Journal, progress: Progress,
                  cancel_event: asyncio.Event) -> None:
-        self.engine = engine
-        self.services = engine.services
+        self.tools = tools
+        self.registry = tools.registry
         self.run_id = run_id
         self.journal = journal
         self.progress = progress
@@ -70,7 +83,7 @@ class RunSession:
     @property
     def settings(self) -> EngineSettings:
         """The engine's limits and pace."""
-        return self.services.settings.engine
+        return self.tools.settings
 
     @property
     def cancel_requested(self) -> bool:
@@ -99,16 +112,16 @@ class RunSession:
 
     # ---- the whole run -------------------------------------------------------------
 
-    async def execute(self) -> RunOutcome:
-        """Run the workflow from where the log stands to an outcome."""
+    async def execute(self, definition: Callable[[], Awaitable[Definition]]) -> RunOutcome:
+        """Run the workflow (its recorded version, from `definition`) from where the log stands to an outcome."""
         try:
             self.check_cancel()
-            self.defn, self.planner = await self.engine.definition(self.progress)
+            self.defn, self.planner = await definition()
             remaining = self._time_left()
             if remaining <= 0:
                 return Failed(self._timeout_error())
             async with asyncio.timeout(remaining):
-                return await (run_dag if self.defn.mode == "DAG" else run_agentic)(self)
+                return await self.tools.modes[self.defn.mode](self)
         except CancelHalt:
             return Cancelled()
         except RunFailure as error:
@@ -142,7 +155,7 @@ class RunSession:
                 node_id=visit.node_id, question=ask.question, choices=tuple(ask.choices), turn=ask.turn,
             ))
         elif isinstance(outcome, Completed):
-            files = tuple(await asyncio.to_thread(self.services.workspace.files, self.run_id))
+            files = tuple(await asyncio.to_thread(self.tools.workspace.files, self.run_id))
             output = {"status": 200, "message": RUN_OK, "data": outcome.data}
             await self.decide(*self._close_open("stopped: the run completed"),
                               partial(decide.complete_run, output=output, working_dir_files=files))
@@ -192,15 +205,14 @@ class RunSession:
     async def run_visit(self, node: NodeDefinition, visit: VisitProgress, *, resumed: bool = False) -> VisitOutcome:
         """Execute an open visit to its end: completed, failed, or paused on a question."""
         ctx = self._context(node, visit)
-        tokens = self.services.tokens if node.type in MODEL_NODE_TYPES else None
+        context = self.tools.context if node.type in MODEL_NODE_TYPES else None
         try:
-            if tokens is not None:
-                ctx.toolbox = self._toolbox(visit)
+            if context is not None:
+                ctx.toolbox = self._toolbox(context, visit)
             outcome = await self._attempt(ctx, resumed)
         finally:
-            if tokens is not None:
-                tokens.invalidate_visit(self.run_id, visit.visit_uuid)
-            await _close(ctx.toolbox)
+            if context is not None:
+                await context.close(self.run_id, visit.visit_uuid, ctx.toolbox)
         if isinstance(outcome, Done):
             await self.decide(
                 partial(decide.complete_visit, visit_uuid=visit.visit_uuid, node_id=node.id, output=outcome.envelope),
@@ -227,16 +239,19 @@ class RunSession:
         except (CancelHalt, RunFailure):
             raise
         except Exception as error:
-            log.exception("visit %s of run %s failed unexpectedly", ctx.visit.visit_uuid, self.run_id)
+            logger.exception("visit %s of run %s failed unexpectedly", ctx.visit.visit_uuid, self.run_id)
             return await self._fail(ctx, f"internal error: {type(error).__name__}: {error}")
 
     def _context(self, node: NodeDefinition, visit: VisitProgress) -> VisitContext:
         scope = self.progress.scope()
         models = VisitModels(
-            self.engine.registry, node.data, iter_seq=visit.iter_seq, seed=f"{self.run_id}:{node.id}:{visit.iter_seq}",
+            self.registry, node.data, iter_seq=visit.iter_seq, seed=f"{self.run_id}:{node.id}:{visit.iter_seq}",
             pace_seconds=self.settings.scripted_pace_seconds, skip_turns=visit.turns_done, scope=scope,
         )
-        return VisitContext(self, node, visit, models=models, scope=scope)
+        return VisitContext(
+            node, visit, run_id=self.run_id, journal=self.journal, workspace=self.tools.workspace,
+            settings=self.settings, cancel_event=self.cancel_event, inputs=self.progress, models=models, scope=scope,
+        )
 
     async def _timed(self, ctx: VisitContext) -> dict[str, Any]:
         limit = ctx.data.get("timeoutSeconds")
@@ -279,17 +294,12 @@ class RunSession:
             return f"it had already called {', '.join(dict.fromkeys(repeated))}, which must not run twice"
         return None
 
-    def _toolbox(self, visit: VisitProgress) -> Any:
-        """The context toolbox of a model visit (None when context tools are off or not installed)."""
-        factory = self.engine.toolbox_factory
-        tokens = self.services.tokens
-        if factory is None or tokens is None:
-            return None
+    def _toolbox(self, context: ContextTools, visit: VisitProgress) -> Toolbox | None:
+        """The context toolbox of a model visit (None when it gets none)."""
         try:
-            token = tokens.issue(self.run_id, visit.visit_uuid)
-            return None if token is None else factory(self.services, self.run_id, visit.visit_uuid, token)
+            return context.open(self.run_id, visit.visit_uuid)
         except Exception as error:  # noqa: BLE001 - the visit goes on without context tools
-            log.warning("no context tools for visit %s of run %s: %s", visit.visit_uuid, self.run_id, type(error).__name__)
+            logger.warning("no context tools for visit %s of run %s: %s", visit.visit_uuid, self.run_id, type(error).__name__)
             return None
 
 
@@ -298,9 +308,3 @@ def _skip(run: Any, at: Any, *, visit_uuid: str, node: NodeDefinition, reason: s
         run, at, visit_uuid=visit_uuid, node_id=node.id, node_type=node.type, node_label=node.label or node.id,
         sort_order=run.visit_count + 1, reason=reason,
     )
-
-
-async def _close(toolbox: Any) -> None:
-    close = getattr(toolbox, "aclose", None)
-    if close is not None:
-        await close()

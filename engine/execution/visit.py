@@ -3,37 +3,52 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 from uuid import UUID
 
 from domain.workflow import NodeDefinition
 from engine.execution.errors import CancelHalt
+from engine.execution.journal import Journal
 from engine.execution.models import VisitModels
+from engine.execution.ports import Toolbox
 from engine.execution.progress import Answer, VisitProgress
 from engine.settings import EngineSettings
 from engine.workspace.directory import Workspace
 
-if TYPE_CHECKING:
-    from engine.execution.session import RunSession
+
+class RunInputs(Protocol):
+    """What the caller gave the run: its variables and the files it uploaded."""
+
+    @property
+    def variables(self) -> dict[str, Any]:
+        """The run's variables."""
+        ...
+
+    @property
+    def uploaded_files(self) -> Sequence[str]:
+        """Workspace paths of the uploaded files."""
+        ...
 
 
 class VisitContext:
     """One visit in progress; `turn` counts the model turns it has played (resumed visits start past theirs)."""
 
-    def __init__(self, session: RunSession, node: NodeDefinition, visit: VisitProgress, *,
-                 models: VisitModels, scope: dict[str, Any], toolbox: Any = None) -> None:
-        self.session = session
+    def __init__(self, node: NodeDefinition, visit: VisitProgress, *, run_id: UUID, journal: Journal,
+                 workspace: Workspace, settings: EngineSettings, cancel_event: asyncio.Event, inputs: RunInputs,
+                 models: VisitModels, scope: dict[str, Any], toolbox: Toolbox | None = None) -> None:
         self.node = node
         self.visit = visit
+        self.run_id = run_id
+        self.journal = journal
+        self.workspace = workspace
+        self.settings = settings
+        self.cancel_event = cancel_event
+        self.inputs = inputs
         self.models = models
         self.scope = scope
         self.toolbox = toolbox
         self.turn = visit.turns_done
-
-    @property
-    def run_id(self) -> UUID:
-        """The run this visit belongs to."""
-        return self.session.run_id
 
     @property
     def data(self) -> dict[str, Any]:
@@ -45,29 +60,14 @@ class VisitContext:
         """Questions this visit asked earlier and their answers."""
         return self.visit.answers
 
-    @property
-    def workspace(self) -> Workspace:
-        """The workspace every run keeps its files in."""
-        return self.session.services.workspace
-
-    @property
-    def settings(self) -> EngineSettings:
-        """The engine's limits."""
-        return self.session.settings
-
-    @property
-    def cancel_event(self) -> asyncio.Event:
-        """Set when the run is asked to stop; providers watch it while streaming."""
-        return self.session.cancel_event
-
     def check_cancel(self) -> None:
-        """A safe point: stop here when a cancel was requested."""
-        if self.session.cancel_requested:
+        """A safe point: stop here when a cancel was requested (the cancel event is set then too)."""
+        if self.journal.run.cancel_requested:
             raise CancelHalt()
 
     async def stream(self, kind: str, content: str, tool_name: str | None = None) -> None:
         """Append one chunk to this visit's stream."""
-        await self.session.journal.stream(
+        await self.journal.stream(
             visit_uuid=self.visit.visit_uuid, node_id=self.node.id, kind=kind, content=content, tool_name=tool_name,
         )
 

@@ -15,7 +15,9 @@ from engine.store import AsyncEventStore
 from engine.streams.hot import HotRun, LiveHub
 from engine.streams.writer import RunWriter
 
-log = logging.getLogger("flowtrail.runs")
+logger = logging.getLogger("flowtrail.runs")
+OPENING_TAGS = ("RunStarted", "RunCancelRequested")
+TERMINAL_TAGS = ("RunCompleted", "RunFailed", "RunCancelled")
 
 
 class RunNotFound(LookupError):
@@ -89,6 +91,17 @@ class RunService:
             raise RunNotFound(run_id.hex)
         return hot
 
+    async def unfinished(self) -> list[UUID]:
+        """Runs that were started (or asked to cancel) and have not ended, in log order."""
+        candidates: dict[UUID, None] = {}
+        for tag in OPENING_TAGS:
+            for event in await self.store.read_all(tag):
+                candidates[event.originator_id] = None
+        for tag in TERMINAL_TAGS:
+            for event in await self.store.read_all(tag):
+                candidates.pop(event.originator_id, None)
+        return list(candidates)
+
     async def events(self, run_id: UUID, *, after: int = 0) -> list[RunEvent]:
         """The run's events after a position, straight from the log."""
         return await self.store.read_stream(run_id, after=after)
@@ -99,4 +112,4 @@ class RunService:
             try:
                 await self.release(run_id)
             except Exception:
-                log.exception("run %s: buffered events could not be stored at shutdown", run_id.hex)
+                logger.exception("run %s: buffered events could not be stored at shutdown", run_id.hex)

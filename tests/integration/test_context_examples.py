@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from domain import run as decide
-from engine.context.views import asker_view, output_body, run_index
+from engine.context.views import output_body
 from tests.support.context_runs import (
     B_OUTPUT,
     B_TODOS,
@@ -178,11 +178,11 @@ async def test_a_finished_run_is_served_from_memory_for_30_minutes_then_from_the
     )
     await services.runs.release(example.run_id)
     hot = services.hub.runs[example.run_id]
-    assert (await run_index(services, example.run_id))[1] == "memory"
+    assert (await services.context.run_index(example.run_id))[1] == "memory"
     hot.summary.completed_at -= timedelta(minutes=29)
-    assert (await run_index(services, example.run_id))[1] == "memory"
+    assert (await services.context.run_index(example.run_id))[1] == "memory"
     hot.summary.completed_at -= timedelta(minutes=1)
-    index, source = await run_index(services, example.run_id)
+    index, source = await services.context.run_index(example.run_id)
     assert source == "store" and index is not hot.sse.index and len(index) == len(hot.sse.index)
 
 
@@ -202,6 +202,6 @@ async def test_a_cold_run_is_caught_up_from_the_log_on_every_read(server):
         after = await client.post("output", nodeId="B")
     assert (before.json()["data"]["status"], after.json()["data"]["status"]) == (None, 200)
     assert after.headers["x-context-source"] == "store"
-    fresh = await asker_view(services, services.tokens.authenticate(token))
+    fresh = await services.context.asker_view(services.tokens.authenticate(token))
     assert after.json()["data"] == output_body(fresh, "B", None, None)
     assert example.asker == fresh.asker.visit_uuid

@@ -17,7 +17,6 @@ from psycopg import sql
 from api.context import is_loopback
 from domain import run as decide
 from engine.context.tokens import TooManyTokens
-from engine.context.tools import make_toolbox
 from engine.settings import ContextSettings
 from tests.support.context_runs import ContextClient, join_run, linear_run
 from tests.support.server import RunningServer, server_settings
@@ -176,7 +175,7 @@ async def test_the_disabled_switch_answers_503_issues_no_token_offers_no_tools_a
     async with context_server(store, tmp_path / "data", enabled=False) as server:
         example = await linear_run(server.services)
         assert server.services.tokens.issue(example.run_id, example.asker) is None
-        assert make_toolbox(server.services, example.run_id, example.asker, "ab" * 24) is None
+        assert server.services.context_tools.open(example.run_id, example.asker) is None
         async with ContextClient(server.base_url, example.run_id, "ab" * 24) as client:
             for what in ("path", "output", "meta"):
                 assert_refused(await client.post(what, nodeId="B"), 503, "context query is disabled")
@@ -202,7 +201,7 @@ async def test_no_token_ever_reaches_a_log_line_or_the_store(server, store, tmp_
     services = server.services
     example = await linear_run(services)
     token = services.tokens.issue(example.run_id, example.asker)
-    box = make_toolbox(services, example.run_id, example.asker, token)
+    box = services.context_tools.toolbox(example.run_id, example.asker, token)
     results = [
         await box.call("get_predecessor_paths", {}),
         await box.call("get_node_output", {"node_id": "B"}),

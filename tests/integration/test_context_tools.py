@@ -9,7 +9,7 @@ from uuid import uuid4
 
 import pytest
 
-from engine.context.tools import MAX_VALUE_BYTES, ContextToolbox, build_toolbox, make_toolbox
+from engine.context.tools import MAX_VALUE_BYTES, ContextToolbox, build_toolbox
 from tests.fakes.misbehaving_context import MisbehavingContextServer, Reply, failure, success
 from tests.support.context_runs import back_edge_run
 
@@ -202,7 +202,7 @@ async def test_the_token_is_never_shown_beyond_its_first_four_characters(toolbox
 async def test_the_tools_read_earlier_visits_from_the_real_service_over_loopback(server):
     example = await back_edge_run(server.services)
     token = server.services.tokens.issue(example.run_id, example.asker)
-    box = make_toolbox(server.services, example.run_id, example.asker, token)
+    box = server.services.context_tools.toolbox(example.run_id, example.asker, token)
     try:
         paths = await call(box, "get_predecessor_paths")
         output = await call(box, "get_node_output", node_id="C")

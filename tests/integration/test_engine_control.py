@@ -181,6 +181,20 @@ class FakeTokens:
         """Nothing to stop."""
 
 
+class FakeContextTools:
+    """Hands each visit a FakeToolbox with a token from FakeTokens, and revokes it when the visit ends."""
+
+    def __init__(self, tokens: FakeTokens, boxes: list) -> None:
+        self.tokens, self.boxes = tokens, boxes
+
+    def open(self, run_id, visit_uuid):
+        self.boxes.append(FakeToolbox(self.tokens.issue(run_id, visit_uuid)))
+        return self.boxes[-1]
+
+    async def close(self, run_id, visit_uuid, toolbox):
+        self.tokens.invalidate_visit(run_id, visit_uuid)
+
+
 class FakeToolbox:
     """A context toolbox that answers get_node_output from memory."""
 
@@ -202,8 +216,7 @@ class FakeToolbox:
 
 async def test_model_visits_get_context_tools_with_a_token_that_ends_with_the_visit(services):
     tokens, boxes = FakeTokens(), []
-    services.tokens = tokens
-    services.engine.toolbox_factory = lambda svc, run_id, visit_uuid, token: boxes.append(FakeToolbox(token)) or boxes[-1]
+    services.engine.context_tools = FakeContextTools(tokens, boxes)
     work = node("work", "llm", model_id="scripted", script=[
         [{"tool_call": {"name": "get_node_output", "arguments": {"nodeId": "input"}}}], text_turn("used it"),
     ])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from uuid import uuid4
 
 import pytest
@@ -68,7 +67,7 @@ def test_the_path_from_the_asker_is_the_same_as_over_the_whole_index():
 
 
 class FakeRuns:
-    """`services.runs.events` over a list of events of any runs, recording each (run, after) asked for."""
+    """`RunService.events` over a list of events of any runs, recording each (run, after) asked for."""
 
     def __init__(self, events) -> None:
         self.log, self.asked = list(events), []
@@ -78,38 +77,34 @@ class FakeRuns:
         return [e for e in self.log if e.originator_id == run_id and e.originator_version > after]
 
 
-def services_over(events):
-    return SimpleNamespace(runs=FakeRuns(events))
-
-
 async def test_a_cold_fold_is_kept_and_caught_up_from_where_it_stopped():
     run = RunLog().created().started()
     a = run.visit("A", "a")
-    services = services_over(run.events)
+    runs = FakeRuns(run.events)
     cold = ColdIndexes()
-    first = await cold.read(services, RUN_ID)
+    first = await cold.read(runs, RUN_ID)
     run.complete(a, {"n": 1})
-    services.runs.log = list(run.events)
-    again = await cold.read(services, RUN_ID)
+    runs.log = list(run.events)
+    again = await cold.read(runs, RUN_ID)
     assert again is first and again.get("a").output["data"] == {"n": 1}
-    assert services.runs.asked == [(RUN_ID, 0), (RUN_ID, 3)]
+    assert runs.asked == [(RUN_ID, 0), (RUN_ID, 3)]
 
 
 async def test_cold_folds_beyond_the_limit_forget_the_least_recently_read():
-    runs = [RunLog(run_id=uuid4()).created().started() for _ in range(3)]
-    services = services_over([event for run in runs for event in run.events])
+    logs = [RunLog(run_id=uuid4()).created().started() for _ in range(3)]
+    runs = FakeRuns([event for log in logs for event in log.events])
     cold = ColdIndexes(max_runs=2)
-    for run in (runs[0], runs[1], runs[0], runs[2]):
-        await cold.read(services, run.run_id)
-    services.runs.asked.clear()
-    for run in runs:
-        await cold.read(services, run.run_id)
-    assert services.runs.asked == [(runs[0].run_id, 2), (runs[1].run_id, 0), (runs[2].run_id, 0)]
+    for log in (logs[0], logs[1], logs[0], logs[2]):
+        await cold.read(runs, log.run_id)
+    runs.asked.clear()
+    for log in logs:
+        await cold.read(runs, log.run_id)
+    assert runs.asked == [(logs[0].run_id, 2), (logs[1].run_id, 0), (logs[2].run_id, 0)]
     assert len(cold) == 2
 
 
 async def test_a_run_with_no_events_is_not_found_and_not_kept():
     cold = ColdIndexes()
     with pytest.raises(RunNotFound):
-        await cold.read(services_over([]), uuid4())
+        await cold.read(FakeRuns([]), uuid4())
     assert len(cold) == 0
