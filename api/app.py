@@ -5,12 +5,11 @@ from __future__ import annotations
 import anyio
 from litestar import Litestar
 from litestar.config.cors import CORSConfig
-from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import SwaggerRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 
-from api.access import caller_key
+from api.dependencies import service_dependencies
 from api.errors import handle_exception
 from api.routes import CONTROLLERS
 from engine.bootstrap import Services, tune_collector
@@ -26,10 +25,7 @@ def create_app(services: Services) -> Litestar:
     """A Litestar app serving `services`; it starts and closes them with the server."""
     return Litestar(
         route_handlers=list(CONTROLLERS),
-        dependencies={
-            "services": Provide(lambda: services, use_cache=True, sync_to_thread=False),
-            "caller": Provide(caller_key),
-        },
+        dependencies=service_dependencies(services),
         exception_handlers={Exception: handle_exception},
         on_startup=[services.start, load_stream_backend, tune_collector],
         on_shutdown=[services.close],

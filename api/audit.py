@@ -5,27 +5,28 @@ from __future__ import annotations
 from typing import Any
 
 from litestar import Controller, get
-from litestar.di import NamedDependency
+from litestar.di import Provide
 
-from api.access import visible_run
+from api.dependencies import Injected, run_by_id
 from api.envelope import Envelope, ok
-from api.schemas import RunIdInPath, error_responses
-from engine.bootstrap import Services
-from engine.settings import ApiKey
+from api.paths import RUN_AUDIT
+from api.schemas import error_responses
+from engine.streams.hot import HotRun
 from projections.audit import projection_views
 
 
 class AuditController(Controller):
     """What the service holds in memory for a run, so an auditor can diff it with the log."""
 
-    path = "/api/v1/runs/{runId:str}/audit"
+    path = RUN_AUDIT
+    dependencies = {"run": Provide(run_by_id)}
     tags = ["audit"]
 
     @get(operation_id="auditRun", summary="The live projections of a run (for flowtrail audit)",
          responses=error_responses(400, 404))
     async def audit(
-        self, run_id: RunIdInPath, caller: NamedDependency[ApiKey], services: NamedDependency[Services]
+        self, run: Injected[HotRun]
     ) -> Envelope[dict[str, Any]]:
         """Projections at one position of the run, as served."""
-        hot = await visible_run(services, caller, run_id, None)
-        return ok({"runId": hot.run_id.hex, "lastEventId": hot.version, "views": projection_views(hot.summary, hot.sse.index)})
+        views = projection_views(run.summary, run.sse.index)
+        return ok({"runId": run.run_id.hex, "lastEventId": run.version, "views": views})

@@ -12,11 +12,12 @@ from typing import Any
 
 import msgspec
 from litestar import Controller, Request, get, post
-from litestar.di import NamedDependency
+from litestar.di import Provide
 
-from api.access import parse_run_id, visible_run
+from api.dependencies import Injected, RunAccess, parse_run_id, run_by_id
 from api.envelope import Envelope, ok
 from api.errors import validation_failed
+from api.paths import RUN
 from api.schemas import (
     ResumeRequest,
     ResumeResult,
@@ -27,10 +28,11 @@ from api.schemas import (
     inline_schema,
 )
 from api.uploads import read_json_body
-from api.views import require_engine, state_view
+from api.views import state_view
 from domain.errors import ClarifyAlreadyAnswered, ClarifyNotFound, RunAlreadyFinished
-from engine.bootstrap import Services
+from engine.execution import Engine
 from engine.settings import ApiKey
+from engine.streams.hot import HotRun
 from projections.summary import RunSummary
 
 MAX_RESUME_BYTES = 128 * 1024
@@ -65,7 +67,8 @@ def check_answerable(summary: RunSummary, clarify_id: str) -> None:
 class ClarifyController(Controller):
     """Answer a run's question and restore the question panel after a reconnect."""
 
-    path = "/api/v1/runs/{runId:str}"
+    path = RUN
+    dependencies = {"run": Provide(run_by_id)}
     tags = ["askfor"]
 
     @post(
@@ -79,14 +82,14 @@ class ClarifyController(Controller):
     )
     async def resume(
         self, request: Request[Any, Any, Any], run_id: RunIdInPath,
-        caller: NamedDependency[ApiKey], services: NamedDependency[Services],
+        caller: Injected[ApiKey], run_access: Injected[RunAccess], engine: Injected[Engine],
     ) -> Envelope[ResumeResult]:
         """Store the answer; `accepted` says whether the paused run took it up at once."""
         parse_run_id(run_id)
         answer = decode_resume(await read_json_body(request, MAX_RESUME_BYTES))
-        hot = await visible_run(services, caller, run_id, None)
+        hot = await run_access.visible(caller, run_id, None)
         check_answerable(hot.summary, answer.clarify_id)
-        accepted = await require_engine(services).answer(hot.run_id, answer.clarify_id, answer.answer)
+        accepted = await engine.answer(hot.run_id, answer.clarify_id, answer.answer)
         return ok(ResumeResult(accepted=bool(accepted), run_id=hot.run_id.hex, clarify_id=answer.clarify_id))
 
     @get(
@@ -96,8 +99,7 @@ class ClarifyController(Controller):
         responses=error_responses(400, 404),
     )
     async def state(
-        self, run_id: RunIdInPath, caller: NamedDependency[ApiKey], services: NamedDependency[Services],
+        self, run: Injected[HotRun],
     ) -> Envelope[RunState]:
         """`{runId, status, currentPause}`; `choices` is an array, `createdAt` ISO_LOCAL_DATE_TIME."""
-        hot = await visible_run(services, caller, run_id, None)
-        return ok(state_view(hot.summary))
+        return ok(state_view(run.summary))

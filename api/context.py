@@ -14,14 +14,15 @@ from typing import Annotated, Any
 
 import msgspec
 from litestar import Controller, MediaType, Request, Response, post
-from litestar.di import NamedDependency
 from litestar.exceptions import HTTPException
 
-from engine.bootstrap import Services
+from api.dependencies import Injected
+from api.paths import CONTEXT
 from engine.context.tokens import ContextTokenError, require_run
 from engine.context.views import (
     AskerView,
     ContextDisabled,
+    ContextReader,
     meta_body,
     output_body,
     path_body,
@@ -119,21 +120,19 @@ def handle_context_error(request: Request[Any, Any, Any], exc: Exception) -> Res
 
 
 async def _answer(
-    request: Request[Any, Any, Any], services: Services, kind: type[Any],
+    request: Request[Any, Any, Any], context: ContextReader, kind: type[Any],
     build: Callable[[AskerView, Any], dict[str, Any]],
 ) -> Response[bytes]:
     """Loopback, switch, token, body, run, then the view: in that order, so refusals leak nothing."""
     if not is_loopback(request.client.host if request.client else None):
         raise NotLoopback()
-    if not services.settings.context.enabled:
-        raise ContextDisabled()
-    grant = services.tokens.authenticate(request.headers.get(TOKEN_HEADER))
+    grant = context.authenticate(request.headers.get(TOKEN_HEADER))
     try:
         query = _decoders[kind].decode(await request.body())
     except msgspec.DecodeError as exc:
         raise BadContextQuery(f"invalid request body: {exc}") from None
     require_run(grant, query.run_id)
-    view = await services.context.asker_view(grant)
+    view = await context.asker_view(grant)
     body = {"code": 200, "message": "success", "data": build(view, query)}
     return Response(
         content=_encoder.encode(body), status_code=200, media_type=MediaType.JSON,
@@ -150,26 +149,26 @@ def _meta(view: AskerView, query: MetaQuery) -> dict[str, Any]:
 class ContextQueryController(Controller):
     """The internal context query API (seed §2)."""
 
-    path = "/internal/context"
+    path = CONTEXT
     include_in_schema = False
     exception_handlers = {Exception: handle_context_error}
     request_max_body_size = MAX_BODY_BYTES
 
     @post("/path", operation_id="contextPath", status_code=200)
-    async def query_path(self, request: Request[Any, Any, Any], services: NamedDependency[Services]) -> Response[bytes]:
+    async def query_path(self, request: Request[Any, Any, Any], context: Injected[ContextReader]) -> Response[bytes]:
         """§2.1: every chain of earlier visits leading to the asking visit."""
-        return await _answer(request, services, PathQuery, lambda view, q: path_body(view, q.visit_uuid))
+        return await _answer(request, context, PathQuery, lambda view, q: path_body(view, q.visit_uuid))
 
     @post("/output", operation_id="contextOutput", status_code=200)
     async def query_output(
-        self, request: Request[Any, Any, Any], services: NamedDependency[Services]
+        self, request: Request[Any, Any, Any], context: Injected[ContextReader]
     ) -> Response[bytes]:
         """§2.2: an earlier visit's output envelope, whole or one field."""
         return await _answer(
-            request, services, OutputQuery, lambda view, q: output_body(view, q.node_id, q.field, q.iter_seq)
+            request, context, OutputQuery, lambda view, q: output_body(view, q.node_id, q.field, q.iter_seq)
         )
 
     @post("/meta", operation_id="contextMeta", status_code=200)
-    async def query_meta(self, request: Request[Any, Any, Any], services: NamedDependency[Services]) -> Response[bytes]:
+    async def query_meta(self, request: Request[Any, Any, Any], context: Injected[ContextReader]) -> Response[bytes]:
         """§2.3: an earlier visit's thinking, tool calls, TODO list, or all with logs."""
-        return await _answer(request, services, MetaQuery, _meta)
+        return await _answer(request, context, MetaQuery, _meta)

@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from litestar import get
-from litestar.di import NamedDependency
 
+from api.dependencies import Injected
 from api.envelope import Envelope, ok
-from engine.bootstrap import Services
+from api.paths import HEALTH
 
 
-@get("/healthz", operation_id="health", summary="Service liveness", tags=["service"], security=[])
-async def health(services: NamedDependency[Services]) -> Envelope[dict[str, Any]]:
+@get(HEALTH, operation_id="health", summary="Service liveness", tags=["service"], security=[])
+async def health(store_kind: Injected[str]) -> Envelope[dict[str, Any]]:
     """The service answers and names its store."""
-    return ok({"status": "ok", "store": services.store.location.kind})
+    return ok({"status": "ok", "store": store_kind})

@@ -13,21 +13,21 @@ from typing import Annotated, Any
 from uuid import UUID, uuid4
 
 from litestar import Controller, Request, Response, get, post
-from litestar.di import NamedDependency
+from litestar.di import Provide
 from litestar.params import HeaderParameter
 from litestar.response import ServerSentEvent, Stream
 
-from api.access import visible_run
+from api.dependencies import Injected, require_engine, run_in_workflow, visible_workflow
 from api.downloads import measure_workspace, zip_chunks
 from api.envelope import Envelope, ok
 from api.idempotency import idempotent_request
+from api.paths import WORKFLOW_RUNS
 from api.schemas import (
     CancelResult,
     CreatedRun,
     CreateRunRequest,
     LogEntry,
     NodeIdInPath,
-    RunIdInPath,
     RunView,
     StartedRun,
     WorkflowNameInPath,
@@ -38,16 +38,17 @@ from api.schemas import (
 )
 from api.streams import parse_last_event_id, stream_frames
 from api.uploads import CreateBody, read_create_body
-from api.views import created_view, require_engine, run_view, started_view
-from api.workflows import visible_workflow
+from api.views import created_view, run_view, started_view
 from domain.catalogue import WorkflowEntry
 from domain.errors import RunAlreadyFinished, RunAlreadyStarted
 from domain.idempotency import check_key
-from engine.bootstrap import Services
-from engine.catalogue import WorkflowNotFound
+from engine.catalogue import Catalogue, WorkflowNotFound
+from engine.execution import Engine
 from engine.runs.creation import Creation, IdempotentRequest, RunCreator
-from engine.settings import ApiKey
+from engine.runs.service import RunService
+from engine.settings import ApiKey, Settings
 from engine.streams.hot import HotRun
+from engine.workspace.directory import Workspace
 from projections.visits import VisitNotFound, node_logs
 
 CREATE_BODY = documented_body({
@@ -104,11 +105,11 @@ def run_fields(entry: WorkflowEntry, body: CreateBody, caller: ApiKey) -> dict[s
 
 
 async def create_run(
-    services: Services, entry: WorkflowEntry, body: CreateBody, caller: ApiKey, run_id: UUID,
+    runs: RunService, entry: WorkflowEntry, body: CreateBody, caller: ApiKey, run_id: UUID,
     idempotency: IdempotentRequest | None,
 ) -> Creation:
     """A new run, or the original run of a repeated idempotent request."""
-    creator = RunCreator(services.store, services.hub)
+    creator = RunCreator(runs.store, runs.hub)
     if idempotency is not None:
         existing = await creator.existing(idempotency)
         if existing is not None:
@@ -116,7 +117,7 @@ async def create_run(
     return await creator.create(run_id, run_fields(entry, body, caller), idempotency)
 
 
-async def start_quietly(engine: Any, run_id: UUID) -> None:
+async def start_quietly(engine: Engine, run_id: UUID) -> None:
     """Start a run unless it already was (a repeated blocking creation re-attaches)."""
     try:
         await engine.start(run_id)
@@ -124,21 +125,35 @@ async def start_quietly(engine: Any, run_id: UUID) -> None:
         pass
 
 
-def node_known(services: Services, hot: HotRun, node_id: str) -> bool:
+def node_known(catalogue: Catalogue, hot: HotRun, node_id: str) -> bool:
     """True when the run's workflow version has a node with this id."""
     summary = hot.summary
     try:
-        entry = services.catalogue.version(summary.workflow_name, summary.workflow_version or 0)
+        entry = catalogue.version(summary.workflow_name, summary.workflow_version or 0)
     except WorkflowNotFound:
         return False
     return any(node.id == node_id for node in entry.definition.nodes)
 
 
+async def start_and_stream(
+    engine: Engine, runs: RunService, settings: Settings, hot: HotRun, creation: Creation, last_event_id: str | None,
+) -> EventStreamAnswer:
+    """Start a blocking creation's run and answer with its stream (a repeat re-attaches after Last-Event-ID)."""
+    if creation.replayed:
+        await start_quietly(engine, creation.run_id)
+    else:
+        await engine.start(creation.run_id)
+    cursor = parse_last_event_id(last_event_id, hot.version) if creation.replayed else 0
+    headers = {"X-Accel-Buffering": "no", "X-Run-Id": creation.run_id.hex}
+    return EventStreamAnswer(stream_frames(runs, settings.stream, hot, cursor), headers=headers, status_code=200)
+
+
 class RunController(Controller):
     """Runs of one workflow."""
 
-    path = "/api/v1/workflows/{workflowName:str}/runs"
+    path = WORKFLOW_RUNS
     tags = ["runs"]
+    dependencies = {"run": Provide(run_in_workflow)}
 
     @post(
         operation_id="createRun",
@@ -157,45 +172,38 @@ class RunController(Controller):
         self,
         request: Request[Any, Any, Any],
         workflow_name: WorkflowNameInPath,
-        caller: NamedDependency[ApiKey],
-        services: NamedDependency[Services],
+        caller: Injected[ApiKey],
+        catalogue: Injected[Catalogue],
+        runs: Injected[RunService],
+        workspace: Injected[Workspace],
+        settings: Injected[Settings],
+        optional_engine: Injected[Engine | None],
         idempotency_key: Annotated[str | None, IDEMPOTENCY_HEADER] = None,
         last_event_id: Annotated[str | None, HeaderParameter(name="Last-Event-ID", required=False)] = None,
     ) -> Envelope[CreatedRun]:
         """Create a run of the workflow, optionally with files, optionally starting it at once."""
-        entry = visible_workflow(services, caller, workflow_name)
+        entry = visible_workflow(catalogue, caller, workflow_name)
         key = check_key(idempotency_key) if idempotency_key is not None else None
         run_id = uuid4()
-        run_dir = services.workspace.path_for(run_id)
+        run_dir = workspace.path_for(run_id)
         try:
-            body = await read_create_body(request, run_dir, services.settings.uploads)
+            body = await read_create_body(request, run_dir, settings.uploads)
             if not body.request.run_async:
-                require_engine(services)
+                require_engine(optional_engine)
             idempotency = idempotent_request(key, caller, entry, body)
-            creation = await create_run(services, entry, body, caller, run_id, idempotency)
+            creation = await create_run(runs, entry, body, caller, run_id, idempotency)
         except BaseException:
             await remove_dir(run_dir)
             raise
         if creation.replayed:
             await remove_dir(run_dir)
-        hot = await services.runs.hot(creation.run_id)
+        hot = await runs.hot(creation.run_id)
         if not body.request.run_async:
-            return await self._start_and_stream(services, hot, creation, last_event_id)  # type: ignore[return-value]
+            answer = await start_and_stream(require_engine(optional_engine), runs, settings, hot, creation, last_event_id)
+            return answer  # type: ignore[return-value]
         status = 200 if creation.replayed else 201
         headers = {"Idempotent-Replayed": "true"} if creation.replayed else {}
         return Response(ok(created_view(hot.summary)), status_code=status, headers=headers)  # type: ignore[return-value]
-
-    async def _start_and_stream(
-        self, services: Services, hot: HotRun, creation: Creation, last_event_id: str | None
-    ) -> EventStreamAnswer:
-        engine = require_engine(services)
-        if creation.replayed:
-            await start_quietly(engine, creation.run_id)
-        else:
-            await engine.start(creation.run_id)
-        cursor = parse_last_event_id(last_event_id, hot.version) if creation.replayed else 0
-        headers = {"X-Accel-Buffering": "no", "X-Run-Id": creation.run_id.hex}
-        return EventStreamAnswer(stream_frames(services, hot, cursor), headers=headers, status_code=200)
 
     @post(
         "/{runId:str}/start",
@@ -205,16 +213,14 @@ class RunController(Controller):
         responses=error_responses(400, 404, 409, 410, 503),
     )
     async def start(
-        self, workflow_name: WorkflowNameInPath, run_id: RunIdInPath,
-        caller: NamedDependency[ApiKey], services: NamedDependency[Services],
+        self, run: Injected[HotRun], engine: Injected[Engine],
     ) -> Envelope[StartedRun]:
         """Start the run; a second start is 409 RUN_ALREADY_STARTED."""
-        hot = await visible_run(services, caller, run_id, workflow_name)
-        summary = hot.summary
+        summary = run.summary
         if summary.started_at is not None:
             raise RunAlreadyStarted(f"run {summary.run_id} was already started", run_id=summary.run_id)
-        await require_engine(services).start(hot.run_id)
-        return ok(started_view(hot.summary))
+        await engine.start(run.run_id)
+        return ok(started_view(run.summary))
 
     @get(
         "/{runId:str}",
@@ -223,13 +229,11 @@ class RunController(Controller):
         responses=error_responses(400, 404),
     )
     async def get_run(
-        self, workflow_name: WorkflowNameInPath, run_id: RunIdInPath,
-        caller: NamedDependency[ApiKey], services: NamedDependency[Services],
+        self, run: Injected[HotRun], workspace: Injected[Workspace],
     ) -> Envelope[RunView]:
         """The persisted result of a run, in the seed's shape."""
-        hot = await visible_run(services, caller, run_id, workflow_name)
-        files, size = await measure_workspace(services.workspace.path_for(hot.run_id))
-        return ok(run_view(hot, files, size))
+        files, size = await measure_workspace(workspace.path_for(run.run_id))
+        return ok(run_view(run, files, size))
 
     @get(
         "/{runId:str}/nodes/{nodeId:str}/logs",
@@ -238,17 +242,15 @@ class RunController(Controller):
         responses=error_responses(400, 404),
     )
     async def node_logs(
-        self, workflow_name: WorkflowNameInPath, run_id: RunIdInPath, node_id: NodeIdInPath,
-        caller: NamedDependency[ApiKey], services: NamedDependency[Services],
+        self, node_id: NodeIdInPath, run: Injected[HotRun], catalogue: Injected[Catalogue],
     ) -> Envelope[list[LogEntry]]:
         """`{type, message, detail, timestamp}` entries; a node not visited yet has none."""
-        hot = await visible_run(services, caller, run_id, workflow_name)
         try:
-            return ok(node_logs(hot.sse.index, node_id))
+            return ok(node_logs(run.sse.index, node_id))
         except VisitNotFound:
-            if node_known(services, hot, node_id):
+            if node_known(catalogue, run, node_id):
                 return ok([])
-            raise VisitNotFound(f"run {hot.run_id.hex} has no node {node_id[:64]!r}") from None
+            raise VisitNotFound(f"run {run.run_id.hex} has no node {node_id[:64]!r}") from None
 
     @get(
         "/{runId:str}/workspace",
@@ -258,14 +260,12 @@ class RunController(Controller):
         responses=error_responses(400, 404),
     )
     async def workspace(
-        self, workflow_name: WorkflowNameInPath, run_id: RunIdInPath,
-        caller: NamedDependency[ApiKey], services: NamedDependency[Services],
+        self, run: Injected[HotRun], workspace: Injected[Workspace],
     ) -> Stream:
         """Every file of the run's workspace, zipped on the fly."""
-        hot = await visible_run(services, caller, run_id, workflow_name)
-        name = f"{hot.summary.workflow_name}-{hot.run_id.hex}.zip"
+        name = f"{run.summary.workflow_name}-{run.run_id.hex}.zip"
         return Stream(
-            zip_chunks(services.workspace.path_for(hot.run_id)),
+            zip_chunks(workspace.path_for(run.run_id)),
             media_type="application/zip",
             headers={"Content-Disposition": f'attachment; filename="{name}"', "X-Accel-Buffering": "no"},
         )
@@ -282,14 +282,12 @@ class RunController(Controller):
         responses=error_responses(400, 404, 503),
     )
     async def cancel(
-        self, workflow_name: WorkflowNameInPath, run_id: RunIdInPath,
-        caller: NamedDependency[ApiKey], services: NamedDependency[Services],
+        self, run: Injected[HotRun], engine: Injected[Engine],
     ) -> Envelope[CancelResult]:
         """Request a cancel; `cancelRequested` and `cancelled` are reported as separate facts."""
-        hot = await visible_run(services, caller, run_id, workflow_name)
-        outcome = str(await require_engine(services).cancel(hot.run_id))
-        summary = hot.summary
+        outcome = str(await engine.cancel(run.run_id))
+        summary = run.summary
         return ok(CancelResult(
-            run_id=hot.run_id.hex, outcome=outcome.upper(), status=summary.external_status,
+            run_id=run.run_id.hex, outcome=outcome.upper(), status=summary.external_status,
             cancel_requested=summary.cancel_requested, cancelled=summary.cancelled,
         ))

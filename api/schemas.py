@@ -18,8 +18,10 @@ MAX_TTL_HOURS = 87_600
 """Ten years: the longest workspace retention a run may ask for."""
 
 
-WorkflowNameInPath = Annotated[str, PathParameter(name="workflowName", description="the workflow's name (or numeric id)")]
-RunIdInPath = Annotated[str, PathParameter(name="runId", description="the run's id, 32 hex characters")]
+WORKFLOW_NAME_DESCRIPTION = "the workflow's name (or numeric id)"
+RUN_ID_DESCRIPTION = "the run's id, 32 hex characters"
+WorkflowNameInPath = Annotated[str, PathParameter(name="workflowName", description=WORKFLOW_NAME_DESCRIPTION)]
+RunIdInPath = Annotated[str, PathParameter(name="runId", description=RUN_ID_DESCRIPTION)]
 NodeIdInPath = Annotated[str, PathParameter(name="nodeId", description="a node id of the run's workflow")]
 """Path parameters under the seed's names (`{workflowName}`, `{runId}`, `{nodeId}`)."""
 

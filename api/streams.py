@@ -9,15 +9,15 @@ from typing import Annotated, Any
 
 import msgspec
 from litestar import Controller, get
-from litestar.di import NamedDependency
 from litestar.params import HeaderParameter, QueryParameter
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
-from api.access import visible_run
+from api.dependencies import Injected, RunAccess
 from api.errors import ApiError, validation_failed
+from api.paths import WORKFLOW_RUN
 from api.schemas import RunIdInPath, WorkflowNameInPath, error_responses
-from engine.bootstrap import Services
-from engine.settings import ApiKey
+from engine.runs.service import RunService
+from engine.settings import ApiKey, Settings, StreamSettings
 from engine.streams.hot import HotRun, encode_frame
 from engine.waiting import wait_event
 from projections.sse import TERMINAL_EVENTS, render_all
@@ -162,7 +162,7 @@ def parse_last_event_id(raw: str | None, last_position: int) -> int:
     return position
 
 
-async def resume_cursor(services: Services, hot: HotRun, raw: str | None) -> int:
+async def resume_cursor(runs: RunService, hot: HotRun, raw: str | None) -> int:
     """The `Last-Event-ID` to resume after, checked against the newest position known.
 
     A run still loading knows the log's last position from when its load began; an id
@@ -173,19 +173,20 @@ async def resume_cursor(services: Services, hot: HotRun, raw: str | None) -> int
     except ApiError:
         if hot.complete:
             raise
-        return parse_last_event_id(raw, await services.store.last_position(hot.run_id))
+        return parse_last_event_id(raw, await runs.last_position(hot.run_id))
 
 
 async def stream_frames(
-    services: Services, hot: HotRun, cursor: int, *, only: StreamFilter = StreamFilter(), snapshot: bool = False,
+    runs: RunService, limits: StreamSettings, hot: HotRun, cursor: int, *, only: StreamFilter = StreamFilter(),
+    snapshot: bool = False,
 ) -> AsyncIterator[ServerSentEventMessage]:
     """The run's messages after `cursor`: memory first, the store for what memory dropped.
 
     With `snapshot`, a `snapshot` message of the run as it is now comes first and the
     stream goes on from there (plus the terminal message again, when the run has ended).
     """
-    keepalive = services.settings.stream.keepalive_seconds
-    deadline = time.monotonic() + services.settings.stream.max_stream_seconds
+    keepalive = limits.keepalive_seconds
+    deadline = time.monotonic() + limits.max_stream_seconds
     hot.watchers += 1
     try:
         if snapshot:
@@ -196,7 +197,7 @@ async def stream_frames(
             yield FrameBatch(first)
         while True:
             if not hot.covers(cursor):
-                async for batch, caught_up in _from_store(services, hot, cursor, only):
+                async for batch, caught_up in _from_store(runs, hot, cursor, only):
                     yield batch
                     cursor = caught_up
                 continue
@@ -217,10 +218,10 @@ async def stream_frames(
 
 
 async def _from_store(
-    services: Services, hot: HotRun, cursor: int, only: StreamFilter
+    runs: RunService, hot: HotRun, cursor: int, only: StreamFilter
 ) -> AsyncIterator[tuple[FrameBatch, int]]:
     """What memory no longer holds after `cursor` (a client behind the buffer), folded from the log."""
-    messages = render_all(await services.runs.events(hot.run_id), after=cursor)
+    messages = render_all(await runs.events(hot.run_id), after=cursor)
     if not messages:
         yield FrameBatch([]), max(cursor, hot.dropped_upto)
         return
@@ -232,7 +233,7 @@ async def _from_store(
 class RunStreamController(Controller):
     """Live and replayed run events over Server-Sent Events."""
 
-    path = "/api/v1/workflows/{workflowName:str}/runs/{runId:str}"
+    path = WORKFLOW_RUN
     tags = ["runs"]
 
     @get(
@@ -246,8 +247,10 @@ class RunStreamController(Controller):
         self,
         workflow_name: WorkflowNameInPath,
         run_id: RunIdInPath,
-        caller: NamedDependency[ApiKey],
-        services: NamedDependency[Services],
+        caller: Injected[ApiKey],
+        run_access: Injected[RunAccess],
+        runs: Injected[RunService],
+        settings: Injected[Settings],
         last_event_id: Annotated[str | None, HeaderParameter(name="Last-Event-ID", required=False)] = None,
         snapshot: Annotated[str | None, QueryParameter(
             required=False, description="true: first send a `snapshot` message with the state of every visit "
@@ -260,10 +263,10 @@ class RunStreamController(Controller):
         """Every run event clients see, once, in order; ends after the terminal event."""
         wants_snapshot = parse_flag(snapshot, "snapshot") and not (last_event_id or "").strip()
         only = parse_filter(types, nodes)
-        hot = await visible_run(services, caller, run_id, workflow_name, first_page=not wants_snapshot)
-        cursor = await resume_cursor(services, hot, last_event_id)
+        hot = await run_access.visible(caller, run_id, workflow_name, first_page=not wants_snapshot)
+        cursor = await resume_cursor(runs, hot, last_event_id)
         return ServerSentEvent(
-            stream_frames(services, hot, cursor, only=only, snapshot=wants_snapshot),
+            stream_frames(runs, settings.stream, hot, cursor, only=only, snapshot=wants_snapshot),
             headers={"X-Accel-Buffering": "no"},
         )
 

@@ -5,14 +5,11 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-from api.errors import ApiError
+from api.paths import API
 from api.schemas import CreatedRun, NodeView, PauseView, RunLinks, RunState, RunView, StartedRun, WorkspaceView
-from engine.bootstrap import Services
 from engine.streams.hot import HotRun
 from projections.logs import iso_utc
 from projections.summary import RunSummary, node_list
-
-API = "/api/v1"
 
 
 def run_path(summary: RunSummary) -> str:
@@ -86,13 +83,6 @@ def state_view(summary: RunSummary) -> RunState:
         status=summary.external_status,
         current_pause=PauseView(**_snake(pause)) if pause is not None else None,
     )
-
-
-def require_engine(services: Services) -> Any:
-    """The engine that executes runs; 503 when this server has none."""
-    if services.engine is None:
-        raise ApiError(503, "ENGINE_UNAVAILABLE", "this server does not execute runs; try again later")
-    return services.engine
 
 
 _SNAKE = {

@@ -3,24 +3,16 @@
 from __future__ import annotations
 
 from litestar import Controller, get
-from litestar.di import NamedDependency
 
+from api.dependencies import Injected
 from api.envelope import Envelope, ok
+from api.paths import WORKFLOWS
 from api.schemas import WorkflowInputView, WorkflowOutputView, WorkflowView, error_responses
 from domain.catalogue import WorkflowEntry
 from domain.workflow import workflow_inputs, workflow_outputs
 from engine.access import may_use
-from engine.bootstrap import Services
-from engine.catalogue import WorkflowNotFound
+from engine.catalogue import Catalogue
 from engine.settings import ApiKey
-
-
-def visible_workflow(services: Services, key: ApiKey, name_or_id: str) -> WorkflowEntry:
-    """The workflow by name, then numeric id, if the key may use it; WorkflowNotFound otherwise."""
-    entry = services.catalogue.find(name_or_id)
-    if not may_use(key, entry.name, entry.workflow_id):
-        raise WorkflowNotFound(name_or_id)
-    return entry
 
 
 def workflow_view(entry: WorkflowEntry) -> WorkflowView:
@@ -46,7 +38,7 @@ def workflow_view(entry: WorkflowEntry) -> WorkflowView:
 class WorkflowController(Controller):
     """The workflow catalogue as one key sees it."""
 
-    path = "/api/v1/workflows"
+    path = WORKFLOWS
     tags = ["workflows"]
 
     @get(
@@ -55,8 +47,8 @@ class WorkflowController(Controller):
         responses=error_responses(),
     )
     async def list_workflows(
-        self, caller: NamedDependency[ApiKey], services: NamedDependency[Services]
+        self, caller: Injected[ApiKey], catalogue: Injected[Catalogue]
     ) -> Envelope[list[WorkflowView]]:
         """Every workflow in the key's scope, with its declared inputs and outputs."""
-        entries = [e for e in services.catalogue.all() if may_use(caller, e.name, e.workflow_id)]
+        entries = [e for e in catalogue.all() if may_use(caller, e.name, e.workflow_id)]
         return ok([workflow_view(e) for e in entries])

@@ -144,6 +144,9 @@ def build_services(settings: Settings) -> Services:
     return Services(
         settings=settings, store=store, hub=hub, runs=runs, keys=KeyRing(settings.api_keys),
         catalogue=catalogue, workspace=workspace, tail=tail, engine=engine, tokens=tokens,
-        context=ContextReader(runs, hub, tokens, hot_retention_seconds=settings.context.hot_retention_seconds),
+        context=ContextReader(
+            runs, hub, tokens, enabled=settings.context.enabled,
+            hot_retention_seconds=settings.context.hot_retention_seconds,
+        ),
         context_tools=context_tools,
     )

@@ -112,8 +112,9 @@ class ColdIndexes:
 class ContextReader:
     """Answers context queries of asking visits from their run's visit index: memory first, the log behind."""
 
-    def __init__(self, runs: RunService, hub: LiveHub, tokens: ContextTokens, *,
+    def __init__(self, runs: RunService, hub: LiveHub, tokens: ContextTokens, *, enabled: bool,
                  hot_retention_seconds: float, cold: ColdIndexes | None = None) -> None:
+        self.enabled = enabled
         self.runs = runs
         self.hub = hub
         self.tokens = tokens
@@ -128,6 +129,12 @@ class ContextReader:
             if ended is None or utcnow() - ended < self.hot_retention:
                 return hot.sse.index, MEMORY
         return await self.cold.read(self.runs, run_id), STORE
+
+    def authenticate(self, token: str | None) -> Grant:
+        """The grant a context token stands for (ContextTokenError when it stands for none)."""
+        if not self.enabled:
+            raise ContextDisabled()
+        return self.tokens.authenticate(token)
 
     async def asker_view(self, grant: Grant) -> AskerView:
         """The view of the grant's run from its visit; 404 if the visit is unknown, 401 once it has ended."""

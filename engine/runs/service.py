@@ -91,6 +91,10 @@ class RunService:
             raise RunNotFound(run_id.hex)
         return hot
 
+    async def last_position(self, run_id: UUID) -> int:
+        """The position of the run's last stored event (0: no such run)."""
+        return await self.store.last_position(run_id)
+
     async def unfinished(self) -> list[UUID]:
         """Runs that were started (or asked to cancel) and have not ended, in log order."""
         candidates: dict[UUID, None] = {}

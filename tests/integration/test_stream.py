@@ -124,7 +124,7 @@ async def test_a_reader_that_falls_behind_the_memory_buffer_mid_stream_still_get
         visit = await open_visit(writer)
         await stream_steps(writer, visit, 100)
         hot = await services.runs.hot(run_id)
-        frames = stream_frames(services, hot, 0)
+        frames = stream_frames(services.runs, services.settings.stream, hot, 0)
         ids = [int(i) for i in re.findall(rb"id: (\d+)", (await anext(frames)).encode())]
         await stream_steps(writer, visit, 7000, start=100)
         await finish(writer, visit)

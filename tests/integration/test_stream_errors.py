@@ -109,7 +109,7 @@ async def test_a_last_event_id_beyond_what_a_loading_run_knows_is_checked_agains
     last = await services.store.last_position(finished_run)
     loading = HotRun(finished_run, max_frames=100)
     loading.store_last = last - 3
-    assert await resume_cursor(services, loading, str(last - 1)) == last - 1
+    assert await resume_cursor(services.runs, loading, str(last - 1)) == last - 1
     with pytest.raises(ApiError) as beyond:
-        await resume_cursor(services, loading, str(last + 1))
+        await resume_cursor(services.runs, loading, str(last + 1))
     assert beyond.value.code == "VALIDATION_FAILED"

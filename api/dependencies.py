@@ -1,0 +1,125 @@
+"""What handlers receive, by name: the service parts they use, the caller's key, the visible run.
+
+Handlers name the one piece they need (`runs`, `catalogue`, `engine`, ...); none receives the
+whole `Services`. A run in the path is resolved and checked against the caller's key here, once.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, TypeAlias, TypeVar
+from uuid import UUID
+
+from litestar import Request
+from litestar.di import Dependency, Provide
+from litestar.params import PathParameter, SkipValidationMarker
+
+from api.errors import ApiError
+from api.schemas import RUN_ID_DESCRIPTION, WORKFLOW_NAME_DESCRIPTION
+from domain.catalogue import WorkflowEntry
+from engine.access import KeyRing, may_use
+from engine.bootstrap import Services
+from engine.catalogue import Catalogue, WorkflowNotFound
+from engine.execution import Engine
+from engine.runs.service import RunNotFound, RunService
+from engine.settings import ApiKey
+from engine.streams.hot import HotRun
+
+T = TypeVar("T")
+Injected: TypeAlias = Annotated[T, SkipValidationMarker(), Dependency(kind="named")]
+"""A service part injected by its parameter's name; not validated (it is ours, and may be a test's stand-in)."""
+
+
+def parse_run_id(raw: str) -> UUID:
+    """A run id is 32 hex characters (a UUID); anything else is a 400."""
+    try:
+        if len(raw) not in (32, 36):
+            raise ValueError(raw)
+        return UUID(hex=raw)
+    except ValueError:
+        raise ApiError(400, "VALIDATION_FAILED", f"runId {raw[:64]!r} is not a valid run id (32 hex characters)") from None
+
+
+def require_engine(engine: Engine | None) -> Engine:
+    """The engine that executes runs; 503 when this server has none."""
+    if engine is None:
+        raise ApiError(503, "ENGINE_UNAVAILABLE", "this server does not execute runs; try again later")
+    return engine
+
+
+class RunAccess:
+    """Finds runs for a caller: only runs in the key's scope, and (when named) of the path's workflow."""
+
+    def __init__(self, runs: RunService) -> None:
+        self.runs = runs
+
+    async def visible(self, key: ApiKey, run_id: str, workflow: str | None, *, first_page: bool = False) -> HotRun:
+        """The run, if it exists, is in the key's scope and (when given) belongs to that workflow.
+
+        With `first_page`, a cold run is returned while it is still being loaded (for streams).
+        """
+        hot = await self.runs.hot(parse_run_id(run_id), first_page=first_page)
+        summary = hot.summary
+        if not may_use(key, summary.workflow_name, summary.workflow_id):
+            raise RunNotFound(run_id)
+        if workflow is not None and workflow not in (summary.workflow_name, str(summary.workflow_id)):
+            raise RunNotFound(run_id)
+        return hot
+
+
+def visible_workflow(catalogue: Catalogue, key: ApiKey, name_or_id: str) -> WorkflowEntry:
+    """The workflow by name, then numeric id, if the key may use it; WorkflowNotFound otherwise."""
+    entry = catalogue.find(name_or_id)
+    if not may_use(key, entry.name, entry.workflow_id):
+        raise WorkflowNotFound(name_or_id)
+    return entry
+
+
+# Litestar counts a dependency's path parameter as consumed only when its name is the path's own
+# (an alias given with PathParameter(name=...) is documented twice), hence the camelCase names.
+RunIdSegment = Annotated[str, PathParameter(description=RUN_ID_DESCRIPTION)]
+WorkflowNameSegment = Annotated[str, PathParameter(description=WORKFLOW_NAME_DESCRIPTION)]
+
+
+async def run_in_workflow(
+    caller: Injected[ApiKey], run_access: Injected[RunAccess], workflowName: WorkflowNameSegment, runId: RunIdSegment,
+) -> HotRun:
+    """`{workflowName}/runs/{runId}`: the run, visible to the caller and of that workflow."""
+    return await run_access.visible(caller, runId, workflowName)
+
+
+async def run_by_id(caller: Injected[ApiKey], run_access: Injected[RunAccess], runId: RunIdSegment) -> HotRun:
+    """`/runs/{runId}`: the run, visible to the caller (run ids are global)."""
+    return await run_access.visible(caller, runId, None)
+
+
+def service_dependencies(services: Services) -> dict[str, Provide]:
+    """The app-wide dependencies over one set of services."""
+
+    def engine() -> Engine:
+        return require_engine(services.engine)
+
+    def optional_engine() -> Engine | None:
+        return services.engine
+
+    async def caller(request: Request[Any, Any, Any]) -> ApiKey:
+        return keys.authenticate(request.headers.get("x-api-key"))
+
+    keys: KeyRing = services.keys
+    access = RunAccess(services.runs)
+    parts: dict[str, Any] = {
+        "settings": services.settings, "runs": services.runs, "catalogue": services.catalogue,
+        "workspace": services.workspace, "context": services.context, "tokens": services.tokens,
+        "store_kind": services.store.location.kind, "run_access": access,
+    }
+    provided = {name: Provide(_constant(value), use_cache=True, sync_to_thread=False) for name, value in parts.items()}
+    provided["engine"] = Provide(engine, sync_to_thread=False)
+    provided["optional_engine"] = Provide(optional_engine, sync_to_thread=False)
+    provided["caller"] = Provide(caller)
+    return provided
+
+
+def _constant(value: Any) -> Any:
+    def provide() -> Any:
+        return value
+
+    return provide

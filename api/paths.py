@@ -1,0 +1,12 @@
+"""Every route prefix the service answers on, in one place."""
+
+from __future__ import annotations
+
+API = "/api/v1"
+WORKFLOWS = f"{API}/workflows"
+WORKFLOW_RUNS = f"{WORKFLOWS}/{{workflowName:str}}/runs"
+WORKFLOW_RUN = f"{WORKFLOW_RUNS}/{{runId:str}}"
+RUN = f"{API}/runs/{{runId:str}}"
+RUN_AUDIT = f"{RUN}/audit"
+CONTEXT = "/internal/context"
+HEALTH = "/healthz"
