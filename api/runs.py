@@ -44,7 +44,7 @@ from domain.errors import RunAlreadyFinished, RunAlreadyStarted
 from domain.idempotency import check_key
 from engine.catalogue import Catalogue, WorkflowNotFound
 from engine.execution import Engine
-from engine.runs.creation import Creation, IdempotentRequest, RunCreator
+from engine.runs.creation import Creation, NewRun
 from engine.runs.service import RunService
 from engine.settings import ApiKey, Settings
 from engine.streams.hot import HotRun
@@ -89,32 +89,12 @@ async def remove_dir(path: Path) -> None:
     await asyncio.to_thread(shutil.rmtree, path, True)
 
 
-def run_fields(entry: WorkflowEntry, body: CreateBody, caller: ApiKey) -> dict[str, Any]:
-    """The RunCreated facts of a creation request."""
-    return {
-        "workflow_id": entry.workflow_id,
-        "workflow_name": entry.name,
-        "workflow_version": entry.version,
-        "display_name": entry.definition.display_name,
-        "mode": entry.definition.mode,
-        "variables": body.request.variables,
-        "uploaded_files": tuple(f.path for f in body.files),
-        "ttl_hours": body.request.ttl_hours,
-        "caller_key_id": caller.key_id(),
-    }
-
-
-async def create_run(
-    runs: RunService, entry: WorkflowEntry, body: CreateBody, caller: ApiKey, run_id: UUID,
-    idempotency: IdempotentRequest | None,
-) -> Creation:
-    """A new run, or the original run of a repeated idempotent request."""
-    creator = RunCreator(runs.store, runs.hub)
-    if idempotency is not None:
-        existing = await creator.existing(idempotency)
-        if existing is not None:
-            return Creation(existing, True)
-    return await creator.create(run_id, run_fields(entry, body, caller), idempotency)
+def new_run(entry: WorkflowEntry, body: CreateBody, caller: ApiKey) -> NewRun:
+    """The run a creation request asks for."""
+    return NewRun.of(
+        entry, variables=body.request.variables, uploaded_files=tuple(f.path for f in body.files),
+        ttl_hours=body.request.ttl_hours, caller_key_id=caller.key_id(),
+    )
 
 
 async def start_quietly(engine: Engine, run_id: UUID) -> None:
@@ -191,7 +171,7 @@ class RunController(Controller):
             if not body.request.run_async:
                 require_engine(optional_engine)
             idempotency = idempotent_request(key, caller, entry, body)
-            creation = await create_run(runs, entry, body, caller, run_id, idempotency)
+            creation = await runs.create(new_run(entry, body, caller), run_id=run_id, idempotency=idempotency)
         except BaseException:
             await remove_dir(run_dir)
             raise

@@ -1156,9 +1156,9 @@ def bench_main(
 async def open_run_visit(services: Any, node_id: str = NODE_ID) -> tuple[Any, Any, str]:
     """A started run with one open agent visit: (run id, its writer, the visit uuid)."""
     from domain import run as decide
+    from engine.runs.creation import NewRun
 
-    created = await services.runs.create(caller_key_id="bench", **FLOW)
-    run_id = created.originator_id
+    run_id = (await services.runs.create(NewRun(caller_key_id="bench", **FLOW))).run_id
     writer = await services.runs.writer(run_id)
     await writer.decide(decide.start_run)
     visit = uuid.uuid4().hex

@@ -55,6 +55,7 @@ from bench.common import (
 )
 from domain import run as decide
 from engine.bootstrap import Services, build_services
+from engine.runs.creation import NewRun
 from engine.settings import Settings, StoreSettings
 
 VISITS = 50
@@ -70,8 +71,7 @@ QUERIES = {
 
 async def build_run(services: Services) -> tuple[uuid.UUID, str]:
     """The 50-visit chain; returns (run id, the asking visit's uuid)."""
-    created = await services.runs.create(caller_key_id="bench", **FLOW)
-    run_id = created.originator_id
+    run_id = (await services.runs.create(NewRun(caller_key_id="bench", **FLOW))).run_id
     writer = await services.runs.writer(run_id)
     await writer.decide(decide.start_run)
     previous: str | None = None

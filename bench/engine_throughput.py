@@ -31,6 +31,7 @@ from uuid import UUID
 from bench.common import Store, bench_main, ms, percentile, print_table
 from domain import events as ev
 from engine.bootstrap import Services, build_services, tune_collector
+from engine.runs.creation import NewRun
 from engine.settings import ContextSettings, EngineSettings, Settings, StoreSettings
 
 CHAIN, TURNS = 10, 10
@@ -51,12 +52,9 @@ def chain_workflow() -> dict[str, Any]:
 async def start(services: Services, name: str, variables: dict[str, Any]) -> UUID:
     """Create and start a run of the latest version of a workflow."""
     entry = services.catalogue.find(name)
-    created = await services.runs.create(
-        workflow_id=entry.workflow_id, workflow_name=name, workflow_version=entry.version,
-        display_name=entry.definition.display_name, mode=entry.definition.mode, variables=variables,
-    )
-    await services.engine.start(created.originator_id)
-    return created.originator_id
+    created = await services.runs.create(NewRun.of(entry, variables=variables))
+    await services.engine.start(created.run_id)
+    return created.run_id
 
 
 async def finished(services: Services, run_id: UUID) -> list[ev.RunEvent]:

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 from uuid import UUID, uuid4
 
-from domain import run as decisions
 from domain.events import RunEvent
 from domain.run import Run, fold
 from engine.clock import utcnow
-from engine.store import AsyncEventStore
+from engine.runs.creation import Creation, IdempotentRequest, NewRun, creation_events
+from engine.store import AsyncEventStore, ConcurrentAppend
 from engine.streams.hot import HotRun, LiveHub
 from engine.streams.writer import RunWriter
 
@@ -34,13 +33,29 @@ class RunService:
         self._writers: dict[UUID, RunWriter] = {}
         self._writer_locks: dict[UUID, asyncio.Lock] = {}
 
-    async def create(self, *, run_id: UUID | None = None, **fields: Any) -> RunEvent:
-        """Append a RunCreated event and keep the new run hot."""
+    async def create(self, new: NewRun, *, run_id: UUID | None = None,
+                     idempotency: IdempotentRequest | None = None) -> Creation:
+        """A new run, kept hot; with an idempotency key, the original run of a repeated request.
+
+        Raises IdempotencyKeyReused when the key was used for a different request.
+        """
+        if idempotency is not None:
+            existing = idempotency.replayed_run(await self.store.read_stream(idempotency.stream_id))
+            if existing is not None:
+                return Creation(existing, True)
         run_id = run_id or uuid4()
-        event = decisions.create_run(run_id, utcnow(), **fields)
-        await self.store.append_to_stream([event])
-        self.hub.open(run_id).offer([event])
-        return event
+        events = creation_events(run_id, new, idempotency, utcnow())
+        try:
+            await self.store.append_to_stream(events)
+        except ConcurrentAppend:
+            if idempotency is None:
+                raise
+            winner = idempotency.replayed_run(await self.store.read_stream(idempotency.stream_id))
+            if winner is None:
+                raise
+            return Creation(winner, True)
+        self.hub.open(run_id).offer(events[-1:])
+        return Creation(run_id, False)
 
     async def state(self, run_id: UUID) -> Run:
         """The run's decision state, from the writer when there is one, else from the log."""

@@ -8,20 +8,21 @@ from datetime import timedelta
 from uuid import uuid4
 
 from engine.clock import utcnow
+from engine.runs.creation import NewRun
 from engine.workspace.retention import sweep_workspaces
 from tests.support.runs import FLOW
 
 
 async def test_a_workspace_past_its_runs_retention_is_deleted_and_a_younger_one_kept(server):
     services = server.services
-    old = await services.runs.create(caller_key_id="all", ttl_hours=1, **FLOW)
-    young = await services.runs.create(caller_key_id="all", ttl_hours=48, **FLOW)
+    old = await services.runs.create(NewRun(caller_key_id="all", ttl_hours=1, **FLOW))
+    young = await services.runs.create(NewRun(caller_key_id="all", ttl_hours=48, **FLOW))
     for created in (old, young):
-        services.workspace.write(created.originator_id, "notes/a.txt", b"x")
+        services.workspace.write(created.run_id, "notes/a.txt", b"x")
     removed = await sweep_workspaces(services.store, services.workspace, now=utcnow() + timedelta(hours=2))
-    assert removed == [old.originator_id]
-    assert services.workspace.files(old.originator_id) == []
-    assert services.workspace.files(young.originator_id) == ["notes/a.txt"]
+    assert removed == [old.run_id]
+    assert services.workspace.files(old.run_id) == []
+    assert services.workspace.files(young.run_id) == ["notes/a.txt"]
 
 
 async def test_an_upload_folder_whose_run_was_never_created_is_deleted_after_an_hour_of_quiet(server):

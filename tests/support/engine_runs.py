@@ -13,6 +13,7 @@ from uuid import UUID
 from domain import events as ev
 from domain.run import Run, RunStatus
 from engine.bootstrap import Services, build_services
+from engine.runs.creation import NewRun
 from engine.settings import EngineSettings, Settings
 from tests.support.server import server_settings
 
@@ -62,12 +63,8 @@ def text_turn(text: str, thinking: str | None = None) -> list[dict[str, Any]]:
 async def create(services: Services, name: str, variables: dict[str, Any] | None = None) -> UUID:
     """Create a run of the latest version of a workflow; returns its id."""
     entry = services.catalogue.find(name)
-    created = await services.runs.create(
-        workflow_id=entry.workflow_id, workflow_name=entry.name, workflow_version=entry.version,
-        display_name=entry.definition.display_name, mode=entry.definition.mode,
-        variables=variables or {}, caller_key_id="all",
-    )
-    return created.originator_id
+    created = await services.runs.create(NewRun.of(entry, variables=variables or {}, caller_key_id="all"))
+    return created.run_id
 
 
 async def start(services: Services, name: str, variables: dict[str, Any] | None = None) -> UUID:

@@ -7,6 +7,7 @@ from uuid import UUID, uuid4
 
 from domain import run as decide
 from engine.bootstrap import Services
+from engine.runs.creation import NewRun
 from engine.streams.writer import RunWriter
 
 FLOW = {"workflow_id": 7, "workflow_name": "allowed-flow", "workflow_version": 1, "display_name": "Allowed", "mode": "DAG"}
@@ -15,10 +16,10 @@ OTHER_FLOW = {"workflow_id": 8, "workflow_name": "other-flow", "workflow_version
 
 async def new_run(services: Services, flow: dict[str, Any] = FLOW) -> UUID:
     """Create and start a run; returns its id."""
-    created = await services.runs.create(caller_key_id="all", **flow)
-    writer = await services.runs.writer(created.originator_id)
+    created = await services.runs.create(NewRun(caller_key_id="all", **flow))
+    writer = await services.runs.writer(created.run_id)
     await writer.decide(decide.start_run)
-    return created.originator_id
+    return created.run_id
 
 
 async def open_visit(writer: RunWriter, node_id: str = "research") -> str:
