@@ -6,10 +6,9 @@ import asyncio
 
 import pytest
 
-from engine.bootstrap import build_services
 from projections.sse import render_all
 from tests.support.process import ServerProcess
-from tests.support.runs import finish, new_run, open_visit, stream_steps
+from tests.support.runs import appending, new_run, open_visit
 from tests.support.server import RunningServer, server_settings
 from tests.support.sse import read_stream
 from tests.support.stores import drop_schema, store_url
@@ -28,14 +27,6 @@ async def shared_postgres(tmp_path):
 
 def path(run_id) -> str:
     return f"/api/v1/workflows/allowed-flow/runs/{run_id.hex}/stream"
-
-
-async def appending(services, run_id, visit, rounds: int) -> None:
-    writer = await services.runs.writer(run_id)
-    for i in range(rounds):
-        await stream_steps(writer, visit, 100, start=i * 100)
-        await asyncio.sleep(0.01)
-    await finish(writer, visit)
 
 
 async def test_a_client_of_another_process_follows_a_run_live_to_its_end(shared_postgres):
@@ -65,40 +56,3 @@ async def test_a_reconnect_to_a_second_process_while_the_first_keeps_appending_l
     await producer
     assert after.ended
     assert before.ids + after.ids == [m.id for m in render_all(await services.runs.events(run_id))]
-
-
-@pytest.fixture
-async def two_services(tmp_path):
-    url, schema = store_url("postgres", tmp_path)
-    pair = [build_services(server_settings(url, tmp_path / side)) for side in ("a", "b")]
-    for services in pair:
-        await services.start()
-    yield pair
-    for services in pair:
-        await services.close()
-    drop_schema(schema)
-
-
-async def test_a_process_that_appends_itself_still_sees_every_event_another_process_appends(two_services):
-    ours_side, theirs_side = two_services
-    theirs = await new_run(theirs_side)
-    their_visit = await open_visit(await theirs_side.runs.writer(theirs))
-    watched = await ours_side.hub.get(theirs)
-    watched.watchers += 1
-    ours = await new_run(ours_side)
-    our_visit = await open_visit(await ours_side.runs.writer(ours))
-    await asyncio.gather(
-        appending(ours_side, ours, our_visit, rounds=15),
-        appending(theirs_side, theirs, their_visit, rounds=15),
-    )
-    expected = [m.id for m in render_all(await theirs_side.runs.events(theirs))]
-    for _ in range(100):
-        if watched.version == expected[-1]:
-            break
-        await asyncio.sleep(0.05)
-    assert watched.ids == expected
-    cursor, frames = 0, []
-    while cursor < expected[-1]:
-        batch, cursor = watched.frames_after(cursor)
-        frames += batch
-    assert len(frames) == len(expected)
