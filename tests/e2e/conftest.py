@@ -38,9 +38,10 @@ async def api(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     `pytest.mark.api(...)` passes keyword arguments to `start_api_server` (e.g. `uploads=...`).
     """
     marker = request.node.get_closest_marker("api")
+    options = {"keepalive_seconds": 0.5, **(marker.kwargs if marker else {})}
     tmp = tmp_path_factory.mktemp(f"api-{request.param}")
     url, schema = store_url(request.param, tmp)
-    running = await start_api_server(url, tmp / "data", **{"keepalive_seconds": 0.5, **(marker.kwargs if marker else {})})
+    running = await start_api_server(url, tmp / "data", **options)
     try:
         yield running
     finally:

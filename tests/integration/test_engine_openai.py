@@ -73,7 +73,8 @@ async def test_a_stream_that_breaks_over_the_wire_fails_the_visit_cleanly(openai
 
 async def test_a_model_that_stops_answering_fails_the_visit_with_a_timeout(openai_services, fake_openai):
     work = node("work", "llm", model_id="impatient", prompt="Say something")
-    await openai_services.catalogue.publish(workflow("impatient-flow", [work, node("out", "output")], [edge("work", "out")]))
+    await openai_services.catalogue.publish(
+        workflow("impatient-flow", [work, node("out", "output")], [edge("work", "out")]))
     fake_openai.will_hang_after("Tides ")
     run_id = await start(openai_services, "impatient-flow")
     await wait_until(openai_services, run_id)
