@@ -1,13 +1,16 @@
-"""Fixtures shared by the whole suite."""
+"""Fixtures every area of the suite shares: the event store, and the fake OpenAI server's plugin.
+
+The areas: `unit/` (pure, no store, no network, no service threads), `integration/` (real
+stores and services built in-process, no HTTP server), `e2e/` (a real server over HTTP).
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.server import RunningServer, server_settings
 from tests.support.stores import drop_schema, store_url
 
 pytest_plugins = ["tests.fakes.openai_server"]
@@ -20,11 +23,3 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     yield url
     if schema is not None:
         drop_schema(schema)
-
-
-@pytest.fixture
-async def server(store: str, tmp_path: Path) -> AsyncIterator[RunningServer]:
-    """A real server on a loopback port over the test's store."""
-    running = await RunningServer(server_settings(store, tmp_path / "data", keepalive_seconds=0.5)).start()
-    yield running
-    await running.stop()

@@ -11,7 +11,6 @@ import pytest
 
 from engine.context.tools import MAX_VALUE_BYTES, ContextToolbox, build_toolbox
 from tests.fakes.misbehaving_context import MisbehavingContextServer, Reply, failure, success
-from tests.support.context_runs import back_edge_run
 
 RUN = uuid4()
 TOKEN = "ab12" + "c" * 44
@@ -197,20 +196,3 @@ async def test_the_token_is_never_shown_beyond_its_first_four_characters(toolbox
     assert repr(toolbox).endswith("token=ab12***)")
     shown = caplog.text + repr(toolbox) + "".join(results)
     assert TOKEN not in shown and TOKEN[:5] not in shown
-
-
-async def test_the_tools_read_earlier_visits_from_the_real_service_over_loopback(server):
-    example = await back_edge_run(server.services)
-    token = server.services.tokens.issue(example.run_id, example.asker)
-    box = server.services.context_tools.toolbox(example.run_id, example.asker, token)
-    try:
-        paths = await call(box, "get_predecessor_paths")
-        output = await call(box, "get_node_output", node_id="C")
-        meta = await call(box, "get_node_meta", visit_uuid="v3", kind="THINKING")
-        later = await call(box, "get_node_output", node_id="C", iter_seq=2)
-    finally:
-        await box.aclose()
-    assert paths["backtrackEdgeKeys"] == ["G->C"] and paths["paths"][0]["sequence"] == ["A", "B", "G", "C"]
-    assert (output["visitUuid"], output["data"]) == ("c1", {"node": "C"})
-    assert meta == {"nodeId": "G", "iterSeq": 1, "visitUuid": "v3", "thinking": ""}
-    assert later == {"error": "context query answered 404: node C has no visit with iterSeq 2"}

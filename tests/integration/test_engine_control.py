@@ -28,12 +28,6 @@ from tests.support.engine_runs import (
 OUT = node("out", "output", outputs=[{"name": "result", "value": "{{work.text}}"}])
 
 
-@pytest.fixture
-async def services(store, tmp_path):
-    async with running(engine_settings(store, tmp_path / "data", load_demos=True)) as services:
-        yield services
-
-
 async def publish_hanging(services) -> None:
     work = node("work", "agent", model_id="scripted", script=[[{"thinking": "working on it"}, {"hang": None}]])
     await services.catalogue.publish(workflow("hangs", [work, OUT], [edge("work", "out")]))

@@ -26,7 +26,8 @@ SECRET = "sk-engine-test-0123456789"
 
 
 @pytest.fixture
-async def services(fake_openai, tmp_path, monkeypatch):
+async def openai_services(fake_openai, tmp_path, monkeypatch):
+    """Started services whose models `fake` and `impatient` are the fake OpenAI server; `openai-flow` published."""
     monkeypatch.setenv(KEY_ENV, SECRET)
     models = [{"id": "fake", "base_url": fake_openai.base_url, "model": "fake-model", "api_key_env": KEY_ENV,
                "timeout_seconds": 5, "first_token_timeout": 5},
@@ -42,12 +43,12 @@ async def services(fake_openai, tmp_path, monkeypatch):
         yield services
 
 
-async def test_an_agent_visit_calls_a_tool_over_the_wire_and_answers(services, fake_openai):
+async def test_an_agent_visit_calls_a_tool_over_the_wire_and_answers(openai_services, fake_openai):
     fake_openai.will_call_tools(("call_a", "web_search", ['{"que', 'ry": "tides"}']))
     fake_openai.will_stream_text("Tides ", "are ", "predictable.", reasoning=("Reading ", "the results."))
-    run_id = await start(services, "openai-flow", {"topic": "tides"})
-    run = await wait_until(services, run_id)
-    events = await events_of(services, run_id)
+    run_id = await start(openai_services, "openai-flow", {"topic": "tides"})
+    run = await wait_until(openai_services, run_id)
+    events = await events_of(openai_services, run_id)
     second = fake_openai.requests[1].body
     assert run.status is RunStatus.SUCCEEDED
     assert [(c.tool_name, c.content) for c in chunks(events, "tool_call", "work")] == [("web_search", '{"query": "tides"}')]
@@ -60,23 +61,24 @@ async def test_an_agent_visit_calls_a_tool_over_the_wire_and_answers(services, f
     assert not any(SECRET in str(event) for event in events)
 
 
-async def test_a_stream_that_breaks_over_the_wire_fails_the_visit_cleanly(services, fake_openai):
+async def test_a_stream_that_breaks_over_the_wire_fails_the_visit_cleanly(openai_services, fake_openai):
     fake_openai.will_break_after("Tides ", "are")
-    run_id = await start(services, "openai-flow", {"topic": "tides"})
-    run = await wait_until(services, run_id)
-    events = await events_of(services, run_id)
+    run_id = await start(openai_services, "openai-flow", {"topic": "tides"})
+    run = await wait_until(openai_services, run_id)
+    events = await events_of(openai_services, run_id)
     assert run.status is RunStatus.FAILED
     assert of_type(events, ev.VisitFailed)[0].error.startswith("model stream broke")
     assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
 
 
-async def test_a_model_that_stops_answering_fails_the_visit_with_a_timeout(services, fake_openai):
+async def test_a_model_that_stops_answering_fails_the_visit_with_a_timeout(openai_services, fake_openai):
     work = node("work", "llm", model_id="impatient", prompt="Say something")
-    await services.catalogue.publish(workflow("impatient-flow", [work, node("out", "output")], [edge("work", "out")]))
+    await openai_services.catalogue.publish(
+        workflow("impatient-flow", [work, node("out", "output")], [edge("work", "out")]))
     fake_openai.will_hang_after("Tides ")
-    run_id = await start(services, "impatient-flow")
-    await wait_until(services, run_id)
-    events = await events_of(services, run_id)
+    run_id = await start(openai_services, "impatient-flow")
+    await wait_until(openai_services, run_id)
+    events = await events_of(openai_services, run_id)
     error = of_type(events, ev.VisitFailed)[0].error
     assert error.startswith("model call timed out")
     assert [c.content for c in chunks(events, "status", "work")] == [f"error: {error}"]

@@ -25,10 +25,7 @@ from tests.support.engine_runs import (
 OUT = node("out", "output", outputs=[{"name": "result", "value": "{{work.text}}"}])
 
 
-@pytest.fixture
-async def services(store, tmp_path):
-    async with running(engine_settings(store, tmp_path / "data", load_demos=False, node_timeout_seconds=5)) as services:
-        yield services
+pytestmark = pytest.mark.services(load_demos=False, node_timeout_seconds=5)
 
 
 async def run_one(services, work: dict, *, out: dict = OUT, variables: dict | None = None):

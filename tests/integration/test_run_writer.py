@@ -13,20 +13,11 @@ from domain.errors import IllegalTransition, RunAlreadyStarted
 from engine.bootstrap import build_services
 from engine.store import ConcurrentAppend
 from engine.streams.writer import MAX_BUFFERED_CHUNKS
+from tests.support.api import log_end
 from tests.support.runs import finish, new_run, open_visit, stream_steps
 from tests.support.server import server_settings
 
-
-@pytest.fixture
-async def services(store, tmp_path):
-    built = build_services(server_settings(store, tmp_path / "data", coalesce_ms=30))
-    await built.start()
-    yield built
-    await built.close()
-
-
-async def log_end(services) -> int:
-    return await services.store.last_notification_id()
+pytestmark = pytest.mark.services(load_demos=False, coalesce_ms=30)
 
 
 async def test_consecutive_thinking_chunks_within_the_window_become_one_event(services):

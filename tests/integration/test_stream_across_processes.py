@@ -1,4 +1,4 @@
-"""On PostgreSQL, a client of one server process sees what another process appends."""
+"""On PostgreSQL, the services of one process see what another process appends to a run they watch."""
 
 from __future__ import annotations
 
@@ -8,63 +8,9 @@ import pytest
 
 from engine.bootstrap import build_services
 from projections.sse import render_all
-from tests.support.process import ServerProcess
-from tests.support.runs import finish, new_run, open_visit, stream_steps
-from tests.support.server import RunningServer, server_settings
-from tests.support.sse import read_stream
+from tests.support.runs import appending, new_run, open_visit
+from tests.support.server import server_settings
 from tests.support.stores import drop_schema, store_url
-
-
-@pytest.fixture
-async def shared_postgres(tmp_path):
-    url, schema = store_url("postgres", tmp_path)
-    writer_side = await RunningServer(server_settings(url, tmp_path / "a")).start()
-    reader_side = await ServerProcess(url, tmp_path / "b").start()
-    yield writer_side, reader_side
-    await reader_side.stop()
-    await writer_side.stop()
-    drop_schema(schema)
-
-
-def path(run_id) -> str:
-    return f"/api/v1/workflows/allowed-flow/runs/{run_id.hex}/stream"
-
-
-async def appending(services, run_id, visit, rounds: int) -> None:
-    writer = await services.runs.writer(run_id)
-    for i in range(rounds):
-        await stream_steps(writer, visit, 100, start=i * 100)
-        await asyncio.sleep(0.01)
-    await finish(writer, visit)
-
-
-async def test_a_client_of_another_process_follows_a_run_live_to_its_end(shared_postgres):
-    writer_side, reader_side = shared_postgres
-    services = writer_side.services
-    run_id = await new_run(services)
-    visit = await open_visit(await services.runs.writer(run_id))
-    async with reader_side.client() as client:
-        reading = asyncio.create_task(read_stream(client, path(run_id)))
-        await asyncio.sleep(0.3)
-        await appending(services, run_id, visit, rounds=20)
-        got = await asyncio.wait_for(reading, 30)
-    assert got.ended
-    assert got.ids == [m.id for m in render_all(await services.runs.events(run_id))]
-
-
-async def test_a_reconnect_to_a_second_process_while_the_first_keeps_appending_loses_nothing(shared_postgres):
-    writer_side, reader_side = shared_postgres
-    services = writer_side.services
-    run_id = await new_run(services)
-    visit = await open_visit(await services.runs.writer(run_id))
-    producer = asyncio.create_task(appending(services, run_id, visit, rounds=30))
-    async with writer_side.client() as first:
-        before = await read_stream(first, path(run_id), stop_after=700)
-    async with reader_side.client() as second:
-        after = await read_stream(second, path(run_id), last_event_id=before.ids[-1])
-    await producer
-    assert after.ended
-    assert before.ids + after.ids == [m.id for m in render_all(await services.runs.events(run_id))]
 
 
 @pytest.fixture

@@ -13,8 +13,7 @@ from engine.workspace.retention import sweep_workspaces
 from tests.support.runs import FLOW
 
 
-async def test_a_workspace_past_its_runs_retention_is_deleted_and_a_younger_one_kept(server):
-    services = server.services
+async def test_a_workspace_past_its_runs_retention_is_deleted_and_a_younger_one_kept(services):
     old = await services.runs.create(NewRun(caller_key_id="all", ttl_hours=1, **FLOW))
     young = await services.runs.create(NewRun(caller_key_id="all", ttl_hours=48, **FLOW))
     for created in (old, young):
@@ -25,8 +24,7 @@ async def test_a_workspace_past_its_runs_retention_is_deleted_and_a_younger_one_
     assert services.workspace.files(young.run_id) == ["notes/a.txt"]
 
 
-async def test_an_upload_folder_whose_run_was_never_created_is_deleted_after_an_hour_of_quiet(server):
-    services = server.services
+async def test_an_upload_folder_whose_run_was_never_created_is_deleted_after_an_hour_of_quiet(services):
     abandoned, uploading = uuid4(), uuid4()
     for run_id in (abandoned, uploading):
         services.workspace.write(run_id, "data.csv", b"1,2")

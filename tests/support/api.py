@@ -6,19 +6,15 @@ writer and nothing else, so contract tests decide exactly what each run does nex
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
 
-import pytest
-
 from domain import run as decide
 from engine.bootstrap import Services
 from engine.settings import ApiKey, UploadSettings
 from tests.support.server import RunningServer, server_settings
-from tests.support.stores import drop_schema, store_url
 
 DEMO_KEY = "demo-key"
 SCOPED_KEY = "scoped-key"
@@ -117,24 +113,6 @@ async def start_api_server(
     await server.services.catalogue.publish(MILITARY)
     await server.services.catalogue.publish(REPORT)
     return server
-
-
-async def shared_api(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RunningServer]:
-    """One API server per store kind for a whole test module (tests make their own runs)."""
-    tmp = tmp_path_factory.mktemp(f"api-{request.param}")
-    url, schema = store_url(request.param, tmp)
-    server = await start_api_server(url, tmp / "data", keepalive_seconds=0.5)
-    try:
-        yield server
-    finally:
-        await server.stop()
-        if schema is not None:
-            drop_schema(schema)
-
-
-def api_fixture() -> Any:
-    """The module-scoped `api` fixture, once per store kind."""
-    return pytest.fixture(scope="module", params=["sqlite", "postgres"], name="api")(shared_api)
 
 
 async def open_visit(services: Services, run_id: UUID, node_id: str = "node-2", label: str = "研究助手") -> str:

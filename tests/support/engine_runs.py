@@ -18,9 +18,10 @@ from engine.settings import EngineSettings, Settings
 from tests.support.server import server_settings
 
 
-def engine_settings(store: str, data_dir: Path, *, load_demos: bool = True, **engine: Any) -> Settings:
+def engine_settings(store: str, data_dir: Path, *, load_demos: bool = True, coalesce_ms: float = 5.0,
+                    **engine: Any) -> Settings:
     """Test server settings with the demos loaded and engine settings overridden."""
-    settings = server_settings(store, data_dir, load_demos=load_demos, coalesce_ms=5.0)
+    settings = server_settings(store, data_dir, load_demos=load_demos, coalesce_ms=coalesce_ms)
     return replace(settings, engine=replace(EngineSettings(), **engine))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -46,6 +47,15 @@ async def finish(writer: RunWriter, visit_uuid: str, node_id: str = "research") 
         lambda run, at: decide.record_visit(run, at, visit_uuid=visit_uuid, node_id=node_id),
         lambda run, at: decide.complete_run(run, at, output={"status": 200, "message": "done", "data": {}}),
     )
+
+
+async def appending(services: Services, run_id: UUID, visit: str, rounds: int) -> None:
+    """Append `rounds` batches of 100 step chunks, a moment apart, then close the visit and the run."""
+    writer = await services.runs.writer(run_id)
+    for i in range(rounds):
+        await stream_steps(writer, visit, 100, start=i * 100)
+        await asyncio.sleep(0.01)
+    await finish(writer, visit)
 
 
 async def run_with_steps(services: Services, steps: int) -> UUID:

@@ -10,28 +10,12 @@ from uuid import UUID
 import pytest
 
 from engine.settings import UploadSettings
-from tests.support.api import DEMO_KEY, log_end, start_api_server
-from tests.support.stores import drop_schema, store_url
+from tests.support.api import log_end
 
 BASE = "/api/v1/workflows/military-analyze-agent/runs"
 LIMITS = UploadSettings(max_file_bytes=64 * 1024, max_request_bytes=256 * 1024)
 
-
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
-async def api(request, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp(f"uploads-{request.param}")
-    url, schema = store_url(request.param, tmp)
-    server = await start_api_server(url, tmp / "data", uploads=LIMITS)
-    yield server
-    await server.stop()
-    if schema is not None:
-        drop_schema(schema)
-
-
-@pytest.fixture
-async def client(api):
-    async with api.client(key=DEMO_KEY) as http:
-        yield http
+pytestmark = pytest.mark.api(uploads=LIMITS)
 
 
 def payload(body: dict) -> tuple[None, bytes, str]:

@@ -8,8 +8,6 @@ from uuid import UUID
 import pytest
 
 from tests.support.api import (
-    DEMO_KEY,
-    api_fixture,
     ask,
     complete_visit,
     finish,
@@ -19,15 +17,6 @@ from tests.support.api import (
 from tests.support.sse import read_stream
 
 BASE = "/api/v1/workflows/military-analyze-agent/runs"
-
-api = api_fixture()
-
-
-@pytest.fixture
-async def client(api):
-    async with api.client(key=DEMO_KEY) as http:
-        yield http
-
 
 async def busy_run(api, client, *, done: bool) -> tuple[str, str, str]:
     """A run with a finished visit of node-2 and an open visit of node-3 that asked a question."""

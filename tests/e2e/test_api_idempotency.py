@@ -9,19 +9,10 @@ from uuid import UUID
 import pytest
 
 from domain.idempotency import IdempotencyKeyClaimed, claim_stream_id
-from tests.support.api import DEMO_KEY, KEYS, MILITARY, SCOPED_KEY, api_fixture, log_end, start_api_server
+from tests.support.api import DEMO_KEY, KEYS, MILITARY, SCOPED_KEY, log_end, start_api_server
 
 BASE = "/api/v1/workflows/military-analyze-agent/runs"
 BODY = {"variables": {"topic": "AI", "options": {"lang": "zh", "verbose": False}}, "async": True}
-
-api = api_fixture()
-
-
-@pytest.fixture
-async def client(api):
-    async with api.client(key=DEMO_KEY) as http:
-        yield http
-
 
 def new_key(request) -> str:
     return f"idem-{request.node.name}"[:200].replace("[", "-").replace("]", "")

@@ -6,19 +6,9 @@ import json
 from uuid import UUID
 
 import httpx
-import pytest
 from httpx_sse import aconnect_sse
 
-from tests.support.engine_runs import engine_settings
-from tests.support.server import RunningServer
 from tests.support.sse import Received, read_stream
-
-
-@pytest.fixture
-async def demo_server(store, tmp_path):
-    server = await RunningServer(engine_settings(store, tmp_path / "data", load_demos=True)).start()
-    yield server
-    await server.stop()
 
 
 async def create_and_start(client: httpx.AsyncClient, name: str, variables: dict) -> str:

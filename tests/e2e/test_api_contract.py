@@ -15,7 +15,6 @@ import pytest
 
 from tests.support.api import (
     DEMO_KEY,
-    api_fixture,
     ask,
     complete_visit,
     confirm_cancel,
@@ -39,17 +38,6 @@ SEED_BODY = {
     "async": True,
     "ttlHours": 720,
 }
-
-
-api = api_fixture()
-
-
-@pytest.fixture
-async def client(api):
-    engine = api.services.engine
-    async with api.client(key=DEMO_KEY) as http:
-        yield http
-    api.services.engine = engine
 
 
 async def create(client, body=SEED_BODY, workflow="military-analyze-agent") -> str:

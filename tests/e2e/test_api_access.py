@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine.settings import ApiKey
-from tests.support.api import DEMO_KEY, ID_SCOPED_KEY, KEYS, SCOPED_KEY, api_fixture, log_end, start_api_server
+from tests.support.api import DEMO_KEY, ID_SCOPED_KEY, KEYS, SCOPED_KEY, log_end, start_api_server
 
 MILITARY_RUNS = "/api/v1/workflows/military-analyze-agent/runs"
 REPORT_RUNS = "/api/v1/workflows/report-pipeline/runs"
@@ -14,8 +14,6 @@ RUN_ENDPOINTS = [
     ("GET", "{base}/{run}/nodes/node-2/logs"), ("GET", "{base}/{run}/workspace"), ("POST", "{base}/{run}/cancel"),
     ("POST", "/api/v1/runs/{run}/resume"), ("GET", "/api/v1/runs/{run}/state"),
 ]
-
-api = api_fixture()
 
 
 async def create(server, key=DEMO_KEY, base=MILITARY_RUNS) -> str:

@@ -9,11 +9,8 @@ import pytest
 from api.errors import ApiError
 from api.streams import resume_cursor
 from engine.streams.hot import HotRun
+from tests.support.api import log_end
 from tests.support.runs import OTHER_FLOW, new_run, run_with_steps
-
-
-async def log_end(server) -> int:
-    return await server.services.store.last_notification_id()
 
 
 async def get_stream(server, path, *, key="test-key-all", headers=None):
@@ -27,11 +24,11 @@ async def finished_run(server):
 
 
 async def test_a_request_without_an_api_key_is_unauthorized(server, finished_run):
-    before = await log_end(server)
+    before = await log_end(server.services)
     response = await get_stream(server, f"/api/v1/workflows/allowed-flow/runs/{finished_run.hex}/stream", key=None)
     assert response.status_code == 401
     assert response.json() == {"code": "UNAUTHORIZED", "message": "missing X-API-Key header", "data": None}
-    assert await log_end(server) == before
+    assert await log_end(server.services) == before
 
 
 async def test_an_api_key_in_the_query_string_is_not_accepted(server, finished_run):
@@ -80,14 +77,14 @@ async def test_a_malformed_run_id_is_a_validation_error(server):
 
 @pytest.mark.parametrize("value", ["abc", "-1", "1.5", "9" * 40])
 async def test_a_last_event_id_that_is_not_a_position_is_a_validation_error(server, finished_run, value):
-    before = await log_end(server)
+    before = await log_end(server.services)
     response = await get_stream(
         server, f"/api/v1/workflows/allowed-flow/runs/{finished_run.hex}/stream", headers={"Last-Event-ID": value}
     )
     assert response.status_code == 400
     body = response.json()
     assert body["code"] == "VALIDATION_FAILED" and "Last-Event-ID" in body["message"] and body["data"] is None
-    assert await log_end(server) == before
+    assert await log_end(server.services) == before
 
 
 async def test_a_last_event_id_beyond_the_runs_last_event_is_a_validation_error(server, finished_run):

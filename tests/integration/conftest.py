@@ -1,0 +1,23 @@
+"""The integration area: real stores, services built in-process with the real writer and engine, no HTTP server."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from engine.bootstrap import Services
+from tests.support.engine_runs import engine_settings, running
+
+
+@pytest.fixture
+async def services(request: pytest.FixtureRequest, store: str, tmp_path: Path) -> AsyncIterator[Services]:
+    """Started services (engine included) over the test's store, closed afterwards.
+
+    A module or test configures them with `pytest.mark.services(...)`, whose keyword
+    arguments go to `engine_settings` (e.g. `load_demos=False, node_timeout_seconds=5`).
+    """
+    marker = request.node.get_closest_marker("services")
+    async with running(engine_settings(store, tmp_path / "data", **(marker.kwargs if marker else {}))) as started:
+        yield started

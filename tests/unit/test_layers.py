@@ -1,0 +1,278 @@
+"""The layers keep their order: every import of our code, wherever it stands, obeys the house rules.
+
+Imports are read with `ast`, wherever they stand: module level, inside functions, under
+`if TYPE_CHECKING:`, inside `try:` blocks. `KNOWN_VIOLATIONS` lists the imports that break a
+rule today, as (importing module, imported module). It may only shrink: an entry whose
+import is gone, or no longer breaks a rule, fails `test_every_known_violation_still_occurs`.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LAYERS = ("domain", "projections", "engine", "api", "scripts")
+COMPOSITION_ROOT = "engine.bootstrap"
+
+KNOWN_VIOLATIONS: frozenset[tuple[str, str]] = frozenset({
+    ("engine.streams.hot", "litestar.response"),
+})
+
+
+@dataclass(frozen=True)
+class Import:
+    """One imported module, where the importing module names it."""
+
+    importer: str
+    target: str
+    path: Path
+    line: int
+
+    @property
+    def edge(self) -> tuple[str, str]:
+        """(importing module, imported module), the form of `KNOWN_VIOLATIONS`."""
+        return self.importer, self.target
+
+    def __str__(self) -> str:
+        return f"{self.path.relative_to(ROOT)}:{self.line}: {self.importer} imports {self.target}"
+
+
+def module_name(path: Path) -> str:
+    """The dotted name of one of our files."""
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+@cache
+def our_modules() -> dict[str, Path]:
+    """Every module of the layers, by dotted name."""
+    paths = sorted(path for layer in LAYERS for path in (ROOT / layer).rglob("*.py"))
+    return {module_name(path): path for path in paths}
+
+
+def source_of(module: str, path: Path, node: ast.ImportFrom) -> str:
+    """The absolute name a `from ... import` reads from (leading dots resolved)."""
+    if not node.level:
+        return node.module or ""
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    base = package[: len(package) - node.level + 1]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def imports_in(module: str, path: Path) -> Iterator[Import]:
+    """Every import in one file; `from package import module` imports that module."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield Import(module, alias.name, path, node.lineno)
+        elif isinstance(node, ast.ImportFrom):
+            source = source_of(module, path, node)
+            for alias in node.names:
+                submodule = f"{source}.{alias.name}"
+                yield Import(module, submodule if submodule in our_modules() else source, path, node.lineno)
+
+
+@cache
+def every_import() -> tuple[Import, ...]:
+    """Every import of every module of the layers."""
+    return tuple(found for module, path in our_modules().items() for found in imports_in(module, path))
+
+
+def top(name: str) -> str:
+    return name.partition(".")[0]
+
+
+def within(name: str, *packages: str) -> bool:
+    """True when the module is one of the packages or inside one."""
+    return any(name == package or name.startswith(package + ".") for package in packages)
+
+
+def ours(found: Import) -> bool:
+    return top(found.target) in LAYERS
+
+
+def a_library_but_msgspec(found: Import) -> bool:
+    return not ours(found) and top(found.target) not in sys.stdlib_module_names and top(found.target) != "msgspec"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What the imports of some packages may not do."""
+
+    says: str
+    packages: tuple[str, ...]
+    broken_by: Callable[[Import], bool]
+
+    def breaking(self) -> list[Import]:
+        """The imports that break the rule."""
+        return [found for found in every_import() if within(found.importer, *self.packages) and self.broken_by(found)]
+
+
+DOMAIN_KEEPS_TO_ITSELF = Rule(
+    "the domain imports nothing of ours but the domain", ("domain",),
+    lambda found: ours(found) and not within(found.target, "domain"),
+)
+DOMAIN_USES_ONLY_MSGSPEC = Rule(
+    "the domain imports nothing outside the standard library but msgspec", ("domain",), a_library_but_msgspec,
+)
+PROJECTIONS_KEEP_TO_THE_DOMAIN = Rule(
+    "projections import nothing of ours but the domain and projections", ("projections",),
+    lambda found: ours(found) and not within(found.target, "domain", "projections"),
+)
+PROJECTIONS_USE_ONLY_MSGSPEC = Rule(
+    "projections import nothing outside the standard library but msgspec", ("projections",), a_library_but_msgspec,
+)
+ENGINE_WITHOUT_LITESTAR = Rule(
+    "the engine imports no litestar", ("engine",), lambda found: top(found.target) == "litestar",
+)
+API_AT_THE_TOP = Rule(
+    "nothing but the api and the scripts imports the api", LAYERS,
+    lambda found: within(found.target, "api") and not within(found.importer, "api", "scripts"),
+)
+COMPOSITION_ROOT_AT_THE_TOP = Rule(
+    f"nothing but the api, the scripts and {COMPOSITION_ROOT} itself imports {COMPOSITION_ROOT}", LAYERS,
+    lambda found: within(found.target, COMPOSITION_ROOT)
+    and not (within(found.importer, "api", "scripts") or found.importer == COMPOSITION_ROOT),
+)
+EXECUTION_BEHIND_ITS_PORTS = Rule(
+    "execution imports no context package (it uses the ports it declares)", ("engine.execution",),
+    lambda found: within(found.target, "engine.context"),
+)
+RULES = (
+    DOMAIN_KEEPS_TO_ITSELF, DOMAIN_USES_ONLY_MSGSPEC, PROJECTIONS_KEEP_TO_THE_DOMAIN, PROJECTIONS_USE_ONLY_MSGSPEC,
+    ENGINE_WITHOUT_LITESTAR, API_AT_THE_TOP, COMPOSITION_ROOT_AT_THE_TOP, EXECUTION_BEHIND_ITS_PORTS,
+)
+
+
+def assert_kept(rule: Rule) -> None:
+    """No import breaks the rule but the known ones; each offender is named with its file and line."""
+    found = [found for found in rule.breaking() if found.edge not in KNOWN_VIOLATIONS]
+    assert not found, f"{rule.says}, but:\n" + "\n".join(f"  {item}" for item in found)
+
+
+def test_the_domain_imports_nothing_of_ours_but_the_domain():
+    assert_kept(DOMAIN_KEEPS_TO_ITSELF)
+
+
+def test_the_domain_imports_no_io_library():
+    assert_kept(DOMAIN_USES_ONLY_MSGSPEC)
+
+
+def test_projections_import_nothing_of_ours_but_the_domain_and_each_other():
+    assert_kept(PROJECTIONS_KEEP_TO_THE_DOMAIN)
+
+
+def test_projections_import_no_io_library():
+    assert_kept(PROJECTIONS_USE_ONLY_MSGSPEC)
+
+
+def test_the_engine_imports_no_litestar():
+    assert_kept(ENGINE_WITHOUT_LITESTAR)
+
+
+def test_only_the_api_and_the_scripts_import_the_api():
+    assert_kept(API_AT_THE_TOP)
+
+
+def test_nothing_below_the_composition_root_imports_it():
+    assert_kept(COMPOSITION_ROOT_AT_THE_TOP)
+
+
+def test_execution_reaches_the_context_tools_only_through_its_ports():
+    assert_kept(EXECUTION_BEHIND_ITS_PORTS)
+
+
+# -- cycles -------------------------------------------------------------------------------
+
+Graph = dict[str, dict[str, Import]]
+
+
+def module_graph(leaving_out: frozenset[tuple[str, str]] = frozenset()) -> Graph:
+    """Module -> module of ours it imports -> the first such import, counting every kind of import."""
+    graph: Graph = defaultdict(dict)
+    for found in every_import():
+        if found.target in our_modules() and found.edge not in leaving_out:
+            graph[found.importer].setdefault(found.target, found)
+    return graph
+
+
+def way_between(graph: Graph, start: str, goal: str) -> list[Import]:
+    """The fewest imports leading from `start` to `goal`; empty when there is no way."""
+    came_by: dict[str, Import] = {}
+    frontier = [start]
+    while frontier and goal not in came_by:
+        following = []
+        for module in frontier:
+            for target, found in graph.get(module, {}).items():
+                if target != start and target not in came_by:
+                    came_by[target] = found
+                    following.append(target)
+        frontier = following
+    way, module = [], goal
+    while module in came_by:
+        way.append(came_by[module])
+        module = came_by[module].importer
+    return way[::-1]
+
+
+def cycle_closed_by(graph: Graph, found: Import) -> list[Import]:
+    """The cycle `found` closes: the way back from what it imports to its importer, then itself; or empty."""
+    if found.target == found.importer:
+        return [found]
+    back = way_between(graph, found.target, found.importer)
+    return [*back, found] if back else []
+
+
+def some_cycle(graph: Graph) -> list[Import]:
+    """The imports of one cycle of the graph; empty when it has none."""
+    for module in sorted(graph):
+        for found in graph[module].values():
+            if cycle := cycle_closed_by(graph, found):
+                return cycle
+    return []
+
+
+def describe(cycle: list[Import]) -> str:
+    modules = " -> ".join([cycle[0].importer, *(step.target for step in cycle)])
+    return modules + "\n" + "\n".join(f"  {step}" for step in cycle)
+
+
+def test_our_modules_import_one_another_without_a_cycle():
+    cycle = some_cycle(module_graph(leaving_out=KNOWN_VIOLATIONS))
+    assert not cycle, "our modules import one another in a cycle: " + describe(cycle)
+
+
+# -- the known violations may only shrink ---------------------------------------------------
+
+
+def still_occurs(edge: tuple[str, str]) -> bool:
+    """True while the import breaks a rule, or the cycles cannot be broken without leaving it out."""
+    if any(found.edge == edge for rule in RULES for found in rule.breaking()):
+        return True
+    graph = module_graph(leaving_out=KNOWN_VIOLATIONS - {edge})
+    found = graph.get(edge[0], {}).get(edge[1])
+    return found is not None and bool(cycle_closed_by(graph, found))
+
+
+def test_every_known_violation_still_occurs():
+    gone = sorted(edge for edge in KNOWN_VIOLATIONS if not still_occurs(edge))
+    assert not gone, "remove from KNOWN_VIOLATIONS, they are fixed: " + ", ".join(f"{a} -> {b}" for a, b in gone)
+
+
+def test_imports_in_functions_type_checking_blocks_and_try_blocks_are_seen(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from domain import run\n"
+        "try:\n    import engine.clock\nexcept ImportError:\n    pass\n"
+        "def late():\n    from .store import mapper\n    from . import settings\n",
+        encoding="utf-8",
+    )
+    found = sorted(found.target for found in imports_in("engine.sample", sample))
+    assert found == ["domain.run", "engine.clock", "engine.settings", "engine.store.mapper", "typing"]
