@@ -14,23 +14,21 @@ from typing import Annotated, Any
 
 import msgspec
 from litestar import Controller, MediaType, Request, Response, post
-from litestar.exceptions import HTTPException
 
 from api.dependencies import Injected
+from api.errors import classify, envelope_error
 from api.paths import CONTEXT
-from engine.context.tokens import ContextTokenError, require_run
+from domain.errors import FlowtrailError
+from engine.context.tokens import require_run
 from engine.context.views import (
     AskerView,
-    ContextDisabled,
     ContextReader,
     meta_body,
     output_body,
     path_body,
 )
-from engine.runs.service import RunNotFound
-from projections.visits import UnknownMetaKind, VisitNotFound
 
-log = logging.getLogger("flowtrail.api.context")
+logger = logging.getLogger("flowtrail.api.context")
 
 TOKEN_HEADER = "X-Context-Token"
 MAX_BODY_BYTES = 16 * 1024
@@ -66,12 +64,17 @@ class MetaQuery(msgspec.Struct, rename="camel", frozen=True):
     iter_seq: IterSeq | None = None
 
 
-class BadContextQuery(ValueError):
+class BadContextQuery(FlowtrailError):
     """The request body is not a valid query (400)."""
 
 
-class NotLoopback(PermissionError):
+class NotLoopback(FlowtrailError):
     """The request came from another host; the endpoints do not exist for it (404)."""
+
+    code = "NOT_FOUND"
+
+    def __init__(self) -> None:
+        super().__init__("not found")
 
 
 _encoder = msgspec.json.Encoder()
@@ -89,34 +92,12 @@ def is_loopback(host: str | None) -> bool:
     return address.is_loopback or (mapped is not None and mapped.is_loopback)
 
 
-def classify(exc: BaseException) -> tuple[int, str]:
-    """(status, message) of an internal-API error; the message never carries a token."""
-    if isinstance(exc, ContextTokenError):
-        return exc.status, exc.message
-    if isinstance(exc, ContextDisabled):
-        return 503, "context query is disabled"
-    if isinstance(exc, (BadContextQuery, UnknownMetaKind)):
-        return 400, str(exc)
-    if isinstance(exc, VisitNotFound):
-        return 404, exc.message
-    if isinstance(exc, RunNotFound):
-        return 404, "run not found"
-    if isinstance(exc, NotLoopback):
-        return 404, "not found"
-    if isinstance(exc, HTTPException):
-        return exc.status_code, exc.detail
-    return 500, "internal error; the failure was logged"
-
-
 def handle_context_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
-    """Every internal-API error as `{code, message, data: null}` with the same HTTP status."""
-    status, message = classify(exc)
-    if status >= 500 and status != 503:
-        log.exception("context query on %s failed", request.url.path, exc_info=exc)
-    return Response(
-        content={"code": status, "message": message, "data": None},
-        status_code=status, media_type=MediaType.JSON, headers=_NO_STORE,
-    )
+    """Every internal-API error as `{code: <HTTP status>, message, data: null}`; messages never carry a token."""
+    status, code, message = classify(exc)
+    if status >= 500 and code != "CONTEXT_DISABLED":
+        logger.exception("context query on %s failed", request.url.path, exc_info=exc)
+    return envelope_error(status, status, message, headers=_NO_STORE)
 
 
 async def _answer(

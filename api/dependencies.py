@@ -36,13 +36,13 @@ def parse_run_id(raw: str) -> UUID:
             raise ValueError(raw)
         return UUID(hex=raw)
     except ValueError:
-        raise ApiError(400, "VALIDATION_FAILED", f"runId {raw[:64]!r} is not a valid run id (32 hex characters)") from None
+        raise ApiError("VALIDATION_FAILED", f"runId {raw[:64]!r} is not a valid run id (32 hex characters)") from None
 
 
 def require_engine(engine: Engine | None) -> Engine:
     """The engine that executes runs; 503 when this server has none."""
     if engine is None:
-        raise ApiError(503, "ENGINE_UNAVAILABLE", "this server does not execute runs; try again later")
+        raise ApiError("ENGINE_UNAVAILABLE", "this server does not execute runs; try again later")
     return engine
 
 

@@ -1,4 +1,8 @@
-"""The one table that maps errors to HTTP statuses and envelope codes."""
+"""The one table that maps errors to HTTP: every refusal carries its code, the code names the status.
+
+The external API answers `{code: <the code>, message, data: null}`; the internal context API
+answers the same with `code` the HTTP status (its seed's numeric codes), from the same table.
+"""
 
 from __future__ import annotations
 
@@ -15,104 +19,98 @@ from litestar.exceptions import (
 )
 from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 
-from domain.errors import (
-    ClarifyAlreadyAnswered,
-    ClarifyNotFound,
-    DomainError,
-    GraphInvalid,
-    IllegalTransition,
-    RunAlreadyFinished,
-    RunAlreadyStarted,
-)
-from domain.idempotency import IdempotencyKeyReused
-from engine.access import Unauthorized
-from engine.catalogue import WorkflowNotFound
-from engine.runs.service import RunNotFound
-from engine.workspace.directory import UnsafePath
-from projections.visits import VisitNotFound
+from domain.errors import FlowtrailError
 
-log = logging.getLogger("flowtrail.api")
+logger = logging.getLogger("flowtrail.api")
+
+HTTP_STATUS: dict[str, int] = {
+    "VALIDATION_FAILED": 400,
+    "GRAPH_INVALID": 400,
+    "UNAUTHORIZED": 401,
+    "FORBIDDEN": 403,
+    "NOT_FOUND": 404,
+    "WORKFLOW_NOT_FOUND": 404,
+    "RUN_NOT_FOUND": 404,
+    "NODE_NOT_FOUND": 404,
+    "CLARIFY_NOT_FOUND": 404,
+    "METHOD_NOT_ALLOWED": 405,
+    "RUN_ALREADY_STARTED": 409,
+    "CLARIFY_ALREADY_ANSWERED": 409,
+    "IDEMPOTENCY_KEY_REUSED": 409,
+    "RUN_STATE_CONFLICT": 409,
+    "RUN_ALREADY_FINISHED": 410,
+    "PAYLOAD_TOO_LARGE": 413,
+    "UNSUPPORTED_MEDIA_TYPE": 415,
+    "INTERNAL_ERROR": 500,
+    "ENGINE_UNAVAILABLE": 503,
+    "CONTEXT_DISABLED": 503,
+}
+"""Every code a caller can be answered with, and its HTTP status."""
+
+LIBRARY_ERRORS: list[tuple[type[HTTPException], str]] = [
+    (NotAuthorizedException, "UNAUTHORIZED"),
+    (ValidationException, "VALIDATION_FAILED"),
+    (RequestEntityTooLarge, "PAYLOAD_TOO_LARGE"),
+    (NotFoundException, "NOT_FOUND"),
+    (MethodNotAllowedException, "METHOD_NOT_ALLOWED"),
+]
+"""Litestar's own refusals (routing, parameter validation, body size) and the codes they stand for."""
+
+INTERNAL = (500, "INTERNAL_ERROR", "internal error; the failure was logged")
 
 
-class ApiError(Exception):
-    """An error raised at the edge with its own status and code."""
+class ApiError(FlowtrailError):
+    """A refusal raised at the edge with a code of its own."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
-        self.status, self.code, self.message = status, code, message
+        self.code = code  # type: ignore[misc]  # an instance's code, one of HTTP_STATUS
+
+    @property
+    def status(self) -> int:
+        """The HTTP status of the code."""
+        return HTTP_STATUS[self.code]
 
 
 def validation_failed(message: str) -> ApiError:
     """400 VALIDATION_FAILED with a readable message."""
-    return ApiError(400, "VALIDATION_FAILED", message)
-
-
-ERROR_TABLE: list[tuple[type[BaseException], int, str]] = [
-    (Unauthorized, 401, "UNAUTHORIZED"),
-    (NotAuthorizedException, 401, "UNAUTHORIZED"),
-    (RunNotFound, 404, "RUN_NOT_FOUND"),
-    (WorkflowNotFound, 404, "WORKFLOW_NOT_FOUND"),
-    (VisitNotFound, 404, "NODE_NOT_FOUND"),
-    (ClarifyNotFound, 404, "CLARIFY_NOT_FOUND"),
-    (ClarifyAlreadyAnswered, 409, "CLARIFY_ALREADY_ANSWERED"),
-    (RunAlreadyStarted, 409, "RUN_ALREADY_STARTED"),
-    (RunAlreadyFinished, 410, "RUN_ALREADY_FINISHED"),
-    (GraphInvalid, 400, "GRAPH_INVALID"),
-    (IdempotencyKeyReused, 409, "IDEMPOTENCY_KEY_REUSED"),
-    (IllegalTransition, 409, "VALIDATION_FAILED"),
-    (DomainError, 400, "VALIDATION_FAILED"),
-    (ValidationException, 400, "VALIDATION_FAILED"),
-    (UnsafePath, 400, "VALIDATION_FAILED"),
-    (RequestEntityTooLarge, 413, "PAYLOAD_TOO_LARGE"),
-    (NotFoundException, 404, "NOT_FOUND"),
-    (MethodNotAllowedException, 405, "METHOD_NOT_ALLOWED"),
-]
+    return ApiError("VALIDATION_FAILED", message)
 
 
 def classify(exc: BaseException) -> tuple[int, str, str]:
-    """(HTTP status, code, message) for any exception."""
-    if isinstance(exc, ApiError):
-        return exc.status, exc.code, exc.message
-    for kind, status, code in ERROR_TABLE:
+    """(HTTP status, code, message) for any exception; anything unknown is a failure of the service."""
+    if isinstance(exc, FlowtrailError):
+        status = HTTP_STATUS.get(exc.code)
+        return INTERNAL if status is None else (status, exc.code, exc.message)
+    for kind, code in LIBRARY_ERRORS:
         if isinstance(exc, kind):
-            return status, code, _message(exc)
-    if isinstance(exc, HTTPException):
+            return HTTP_STATUS[code], code, _library_message(exc)
+    if isinstance(exc, HTTPException) and exc.status_code < 500:
         return exc.status_code, "HTTP_ERROR", exc.detail
-    return 500, "INTERNAL_ERROR", "internal error; the failure was logged"
+    return INTERNAL
 
 
-def _message(exc: BaseException) -> str:
-    if isinstance(exc, RunNotFound):
-        return "run not found"
-    if isinstance(exc, WorkflowNotFound):
-        return f"workflow {str(exc)[:64]!r} not found"
-    if isinstance(exc, VisitNotFound):
-        return exc.message
+def _library_message(exc: HTTPException) -> str:
     if isinstance(exc, RequestEntityTooLarge):
         return "the request body is over the size limit"
     if isinstance(exc, ValidationException):
         extra = exc.extra if isinstance(exc.extra, list) else []
         parts = [f"{e.get('key') or e.get('source')}: {e.get('message')}" for e in extra if isinstance(e, dict)]
         return "; ".join(parts) or exc.detail
-    if isinstance(exc, HTTPException):
-        return exc.detail
-    if isinstance(exc, DomainError):
-        return exc.message
-    return str(exc) or type(exc).__name__
+    return exc.detail
 
 
-def envelope_error(status: int, code: str, message: str) -> Response[Any]:
+def envelope_error(status: int, code: str | int, message: str, headers: dict[str, str] | None = None) -> Response[Any]:
     """The documented error envelope."""
     return Response(
         content={"code": code, "message": message, "data": None},
-        status_code=status,
-        media_type=MediaType.JSON,
+        status_code=status, media_type=MediaType.JSON, headers=headers,
     )
 
 
 def handle_exception(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     """Every error leaves as the documented envelope; unexpected ones are logged, not shown."""
     status, code, message = classify(exc)
-    if status >= 500:
-        log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    if status >= 500 and code != "ENGINE_UNAVAILABLE":
+        logger.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return envelope_error(status, code, message)

@@ -36,7 +36,7 @@ RESERVED_VARIABLE = "uploadedFiles"
 
 def payload_too_large(message: str) -> ApiError:
     """413 PAYLOAD_TOO_LARGE with a readable message."""
-    return ApiError(413, "PAYLOAD_TOO_LARGE", message)
+    return ApiError("PAYLOAD_TOO_LARGE", message)
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,7 @@ async def read_create_body(
             raise validation_failed("multipart/form-data needs a boundary in Content-Type")
         reader = MultipartReader(run_dir, limits)
         return await reader.read(body_chunks(request, limits.max_request_bytes, "the request"), boundary)
-    raise ApiError(415, "UNSUPPORTED_MEDIA_TYPE", f"send application/json or multipart/form-data, not {kind!r}")
+    raise ApiError("UNSUPPORTED_MEDIA_TYPE", f"send application/json or multipart/form-data, not {kind!r}")
 
 
 class MultipartReader:

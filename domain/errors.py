@@ -1,14 +1,19 @@
-"""Named domain errors; each carries a stable code and the ids involved."""
+"""Named errors; each carries a stable code and the ids involved.
+
+`FlowtrailError` is the one base of every error a caller may be answered with, in every layer:
+its `code` is what the API's one table (`api/errors.py`) turns into an HTTP status. A code
+that table does not know is a failure of the service, not of the request.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 
-class DomainError(Exception):
-    """A request the model refuses; nothing is appended."""
+class FlowtrailError(Exception):
+    """A refusal with a stable code and a readable message; nothing was appended."""
 
-    code = "VALIDATION_FAILED"
+    code: ClassVar[str] = "VALIDATION_FAILED"
 
     def __init__(self, message: str, **details: Any) -> None:
         super().__init__(message)
@@ -16,10 +21,14 @@ class DomainError(Exception):
         self.details = details
 
 
-class IllegalTransition(DomainError):
-    """The run's state does not allow this step."""
+class DomainError(FlowtrailError):
+    """A request the model refuses; nothing is appended."""
 
-    code = "ILLEGAL_TRANSITION"
+
+class IllegalTransition(DomainError):
+    """The run's state does not allow this step (it changed since the caller looked)."""
+
+    code = "RUN_STATE_CONFLICT"
 
 
 class RunAlreadyStarted(IllegalTransition):
@@ -48,8 +57,6 @@ class ClarifyAlreadyAnswered(DomainError):
 
 class UnknownVisit(IllegalTransition):
     """The visit is not open in this run."""
-
-    code = "VISIT_NOT_OPEN"
 
 
 class GraphInvalid(DomainError):

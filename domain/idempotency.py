@@ -40,8 +40,6 @@ IDEMPOTENCY_EVENT_TYPES: tuple[type[msgspec.Struct], ...] = (IdempotencyKeyClaim
 class IdempotencyKeyInvalid(DomainError):
     """The Idempotency-Key header is empty, too long or not visible ASCII."""
 
-    code = "VALIDATION_FAILED"
-
 
 class IdempotencyKeyReused(DomainError):
     """The key was used before by this caller for a different request or workflow version."""

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import hmac
 
+from domain.errors import FlowtrailError
 from engine.settings import ApiKey
 
 
-class Unauthorized(Exception):
+class Unauthorized(FlowtrailError):
     """No key, or a key this service does not know."""
+
+    code = "UNAUTHORIZED"
 
 
 class KeyRing:

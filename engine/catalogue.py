@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from domain.catalogue import WorkflowEntry, WorkflowPublished, evolve_entry, publish_workflow
-from domain.errors import GraphInvalid
+from domain.errors import FlowtrailError, GraphInvalid
 from engine.clock import utcnow
 from engine.store import AsyncEventStore, ConcurrentAppend
 
@@ -17,8 +17,13 @@ log = logging.getLogger("flowtrail.catalogue")
 DEMO_DIR = Path(__file__).parent / "demos"
 
 
-class WorkflowNotFound(LookupError):
+class WorkflowNotFound(FlowtrailError):
     """No workflow has that name or id (or the caller may not see it)."""
+
+    code = "WORKFLOW_NOT_FOUND"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"workflow {name[:64]!r} not found", workflow=name[:64])
 
 
 class Catalogue:

@@ -7,20 +7,16 @@ from datetime import datetime
 from typing import Any
 
 from domain import events as ev
+from domain.errors import FlowtrailError
 from projections.logs import VisitLog, iso_utc, to_json
 
 MAX_VISITS_PER_RUN = 200
 
 
-class VisitNotFound(LookupError):
+class VisitNotFound(FlowtrailError):
     """No visit matches the query (the API answers 404)."""
 
-    code = "VISIT_NOT_FOUND"
-
-    def __init__(self, message: str, **details: Any) -> None:
-        super().__init__(message)
-        self.message = message
-        self.details = details
+    code = "NODE_NOT_FOUND"
 
 
 class Visit:
@@ -239,7 +235,7 @@ def output_view(index: VisitIndex, node_id: str, field: str | None = None, iter_
 META_KINDS = ("THINKING", "TOOL_CALLS", "TODO", "ALL")
 
 
-class UnknownMetaKind(ValueError):
+class UnknownMetaKind(FlowtrailError):
     """The meta query named a kind other than THINKING, TOOL_CALLS, TODO or ALL."""
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from uuid import UUID
 
+from domain.errors import FlowtrailError
 from engine.settings import ContextSettings
 
 log = logging.getLogger("flowtrail.context")
@@ -24,14 +25,10 @@ TOKEN_HEX_LENGTH = 48
 _HEX = frozenset("0123456789abcdef")
 
 
-class ContextTokenError(Exception):
-    """A context token was refused; `status` is the HTTP status the API answers."""
+class ContextTokenError(FlowtrailError):
+    """A context token was refused."""
 
-    status = 401
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+    code = "UNAUTHORIZED"
 
 
 class InvalidToken(ContextTokenError):
@@ -45,7 +42,7 @@ class ExpiredToken(ContextTokenError):
 class RunMismatch(ContextTokenError):
     """The token belongs to another run than the one asked about."""
 
-    status = 403
+    code = "FORBIDDEN"
 
 
 class TooManyTokens(RuntimeError):

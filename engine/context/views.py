@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
+from domain.errors import FlowtrailError
 from engine.clock import utcnow
 from engine.context.tokens import ContextTokens, Grant, InvalidToken
 from engine.runs.service import RunNotFound, RunService
@@ -25,8 +26,13 @@ from projections.visits import (
 MEMORY, STORE = "memory", "store"
 
 
-class ContextDisabled(Exception):
+class ContextDisabled(FlowtrailError):
     """Context query is switched off (the API answers 503)."""
+
+    code = "CONTEXT_DISABLED"
+
+    def __init__(self) -> None:
+        super().__init__("context query is disabled")
 
 
 class VisitEnded(InvalidToken):

@@ -6,6 +6,7 @@ import asyncio
 import logging
 from uuid import UUID, uuid4
 
+from domain.errors import FlowtrailError
 from domain.events import RunEvent
 from domain.run import Run, fold
 from engine.clock import utcnow
@@ -19,8 +20,13 @@ OPENING_TAGS = ("RunStarted", "RunCancelRequested")
 TERMINAL_TAGS = ("RunCompleted", "RunFailed", "RunCancelled")
 
 
-class RunNotFound(LookupError):
-    """No run has that id."""
+class RunNotFound(FlowtrailError):
+    """No run has that id (or the caller may not see it: the answer does not tell)."""
+
+    code = "RUN_NOT_FOUND"
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__("run not found", run_id=run_id)
 
 
 class RunService:

@@ -7,8 +7,10 @@ import shutil
 from pathlib import Path, PurePosixPath
 from uuid import UUID
 
+from domain.errors import FlowtrailError
 
-class UnsafePath(ValueError):
+
+class UnsafePath(FlowtrailError):
     """A relative path that would escape the workspace (or is not relative)."""
 
 

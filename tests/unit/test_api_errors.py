@@ -6,17 +6,23 @@ import pytest
 from litestar.exceptions import NotFoundException, ValidationException
 from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 
-from api.errors import ApiError, classify
+from api.errors import HTTP_STATUS, ApiError, classify
 from domain.errors import (
+    AnswerNotJson,
     ClarifyAlreadyAnswered,
     ClarifyNotFound,
+    FlowtrailError,
     GraphInvalid,
+    IllegalTransition,
+    MissingReference,
     RunAlreadyFinished,
     RunAlreadyStarted,
 )
 from domain.idempotency import IdempotencyKeyInvalid, IdempotencyKeyReused
 from engine.access import Unauthorized
 from engine.catalogue import WorkflowNotFound
+from engine.context.tokens import InvalidToken, RunMismatch
+from engine.context.views import ContextDisabled
 from engine.runs.service import RunNotFound
 from engine.workspace.directory import UnsafePath
 from projections.visits import VisitNotFound
@@ -38,7 +44,11 @@ from projections.visits import VisitNotFound
     (RequestEntityTooLarge(), 413, "PAYLOAD_TOO_LARGE"),
     (ValidationException("bad"), 400, "VALIDATION_FAILED"),
     (NotFoundException(), 404, "NOT_FOUND"),
-    (ApiError(415, "UNSUPPORTED_MEDIA_TYPE", "send JSON"), 415, "UNSUPPORTED_MEDIA_TYPE"),
+    (ApiError("UNSUPPORTED_MEDIA_TYPE", "send JSON"), 415, "UNSUPPORTED_MEDIA_TYPE"),
+    (IllegalTransition("the run is not paused"), 409, "RUN_STATE_CONFLICT"),
+    (InvalidToken("invalid context token"), 401, "UNAUTHORIZED"),
+    (RunMismatch("runId does not match the context token"), 403, "FORBIDDEN"),
+    (ContextDisabled(), 503, "CONTEXT_DISABLED"),
 ])
 def test_each_error_maps_to_its_status_and_code(error, status, code):
     assert classify(error)[:2] == (status, code)
@@ -51,3 +61,18 @@ def test_a_run_that_is_not_found_never_echoes_what_was_asked():
 def test_an_unexpected_error_is_internal_error_with_a_fixed_message():
     status, code, message = classify(RuntimeError("psycopg: SELECT * FROM flowtrail_events"))
     assert (status, code) == (500, "INTERNAL_ERROR") and "SELECT" not in message
+
+
+def every_error_class(base: type = FlowtrailError) -> list[type]:
+    return [cls for sub in base.__subclasses__() for cls in (sub, *every_error_class(sub))]
+
+
+def test_every_error_class_carries_a_code_the_table_knows_but_the_two_that_never_leave_a_visit():
+    import api.context  # noqa: F401 - its errors are refusals too
+
+    unknown = {cls.__name__ for cls in every_error_class() if cls.code not in HTTP_STATUS}
+    assert unknown == {AnswerNotJson.__name__, MissingReference.__name__}
+
+
+def test_an_error_whose_code_the_table_does_not_know_is_a_failure_of_the_service():
+    assert classify(MissingReference("topic"))[:2] == (500, "INTERNAL_ERROR")

@@ -66,13 +66,13 @@ def test_a_well_formed_token_that_was_never_issued_is_invalid():
         service.authenticate("0" * 48)
 
 
-def test_a_token_for_another_run_is_a_run_mismatch_with_status_403():
+def test_a_token_for_another_run_is_a_run_mismatch_that_is_forbidden():
     service = tokens()
     token = service.issue(RUN, "v1")
     for other in (uuid4().hex, "not-a-run-id", None):
         with pytest.raises(RunMismatch) as refused:
             service.check(token, other)
-        assert refused.value.status == 403
+        assert refused.value.code == "FORBIDDEN"
 
 
 def test_a_token_expires_after_its_ttl_of_120_seconds_by_default():
@@ -84,7 +84,7 @@ def test_a_token_expires_after_its_ttl_of_120_seconds_by_default():
     clock.now += 0.1
     with pytest.raises(ExpiredToken) as refused:
         service.authenticate(token)
-    assert refused.value.status == 401
+    assert refused.value.code == "UNAUTHORIZED"
     with pytest.raises(InvalidToken):
         service.authenticate(token)
 
