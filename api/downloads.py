@@ -1,17 +1,18 @@
 """A run's workspace as a zip, produced in a thread and streamed in chunks (never buffered whole).
 
-Symbolic links are not followed and not included: a node cannot smuggle files from
-outside its workspace into a download. Files that vanish while zipping are skipped.
+What is zipped is what `engine.workspace.listing` lists: regular files, no symbolic links.
+Files that vanish while zipping are skipped.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 import zipfile
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+
+from engine.workspace.listing import file_stats, regular_files
 
 CHUNK_BYTES = 256 * 1024
 """Bytes sent to the client per chunk."""
@@ -22,20 +23,6 @@ _DONE = object()
 
 class _Stopped(Exception):
     """The client went away; the zipping thread stops."""
-
-
-def workspace_files(base: Path) -> Iterator[tuple[Path, str]]:
-    """(absolute path, relative name) of every regular file, sorted, symlinks skipped."""
-    if not base.is_dir() or base.is_symlink():
-        return
-    found: list[tuple[Path, str]] = []
-    for root, dirs, files in os.walk(base, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if not os.path.islink(os.path.join(root, d)))
-        for name in files:
-            path = Path(root, name)
-            if not path.is_symlink() and path.is_file():
-                found.append((path, path.relative_to(base).as_posix()))
-    yield from sorted(found, key=lambda item: item[1])
 
 
 class _ChunkWriter:
@@ -66,7 +53,8 @@ class _ChunkWriter:
 def write_zip(base: Path, out: _ChunkWriter) -> None:
     """Write the zip of `base` to `out` (blocking; runs in the zipping thread)."""
     with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as archive:  # type: ignore[arg-type]
-        for path, name in workspace_files(base):
+        for name, entry in sorted(regular_files(base), key=lambda found: found[0]):
+            path = Path(entry.path)
             try:
                 info = zipfile.ZipInfo.from_file(path, name, strict_timestamps=False)
                 info.compress_type = zipfile.ZIP_DEFLATED
@@ -118,39 +106,12 @@ async def zip_chunks(base: Path) -> AsyncIterator[bytes]:
 
 
 INLINE_STAT_ENTRIES = 2000
-"""Workspaces up to this many entries are measured on the event loop (a thread hop costs more)."""
-
-
-def workspace_stats(base: Path, budget: int | None = None) -> tuple[int, int] | None:
-    """(file count, total bytes) of exactly the files a download contains (symlinks skipped).
-
-    With a `budget`, None once more entries than that were seen (measure it in a thread then).
-    """
-    count = size = seen = 0
-    pending = [str(base)]
-    while pending:
-        try:
-            entries = os.scandir(pending.pop())
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        with entries:
-            for entry in entries:
-                seen += 1
-                if budget is not None and seen > budget:
-                    return None
-                if entry.is_symlink():
-                    continue
-                if entry.is_dir():
-                    pending.append(entry.path)
-                elif entry.is_file():
-                    count += 1
-                    size += entry.stat().st_size
-    return count, size
+"""Workspaces up to this many files are measured on the event loop (a thread hop costs more)."""
 
 
 async def measure_workspace(base: Path) -> tuple[int, int]:
     """Workspace stats: inline when small, in a thread when large."""
-    quick = workspace_stats(base, INLINE_STAT_ENTRIES)
+    quick = file_stats(base, INLINE_STAT_ENTRIES)
     if quick is not None:
         return quick
-    return await asyncio.to_thread(workspace_stats, base) or (0, 0)
+    return await asyncio.to_thread(file_stats, base) or (0, 0)

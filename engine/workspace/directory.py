@@ -8,6 +8,7 @@ from pathlib import Path, PurePosixPath
 from uuid import UUID
 
 from domain.errors import FlowtrailError
+from engine.workspace.listing import file_names
 
 
 class UnsafePath(FlowtrailError):
@@ -46,19 +47,8 @@ class Workspace:
         return rel
 
     def files(self, run_id: UUID) -> list[str]:
-        """Relative paths of every file, sorted."""
-        base = self.path_for(run_id)
-        if not base.is_dir():
-            return []
-        return sorted(p.relative_to(base).as_posix() for p in base.rglob("*") if p.is_file())
-
-    def stats(self, run_id: UUID) -> tuple[int, int]:
-        """(file count, total bytes)."""
-        base = self.path_for(run_id)
-        if not base.is_dir():
-            return 0, 0
-        sizes = [p.stat().st_size for p in base.rglob("*") if p.is_file()]
-        return len(sizes), sum(sizes)
+        """Relative paths of every regular file, sorted (symbolic links are not listed)."""
+        return file_names(self.path_for(run_id))
 
     def remove(self, run_id: UUID) -> None:
         """Delete a run's files."""

@@ -58,14 +58,15 @@ async def test_a_client_that_stops_reading_stops_the_zipping_thread(tmp_path):
 
 
 async def test_workspace_stats_count_exactly_what_a_download_contains(tmp_path):
-    from api.downloads import measure_workspace, workspace_stats
+    from api.downloads import measure_workspace
+    from engine.workspace.listing import file_stats
 
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "a.txt").write_bytes(b"12345")
     (tmp_path / "b.txt").write_bytes(b"")
     (tmp_path / "link").symlink_to(tmp_path / "d" / "a.txt")
     assert await measure_workspace(tmp_path) == (2, 5)
-    assert workspace_stats(tmp_path, budget=2) is None
+    assert file_stats(tmp_path, budget=1) is None
     assert await measure_workspace(tmp_path / "missing") == (0, 0)
     names = zipfile.ZipFile(io.BytesIO(b"".join(await collect(tmp_path)))).namelist()
     assert len(names) == 2
