@@ -30,7 +30,7 @@ from api.schemas import (
 from api.uploads import read_json_body
 from api.views import state_view
 from domain.errors import ClarifyAlreadyAnswered, ClarifyNotFound, RunAlreadyFinished
-from engine.execution import Engine
+from engine.execution import RunExecutor
 from engine.settings import ApiKey
 from engine.streams.hot import HotRun
 from projections.summary import RunSummary
@@ -82,7 +82,7 @@ class ClarifyController(Controller):
     )
     async def resume(
         self, request: Request[Any, Any, Any], run_id: RunIdInPath,
-        caller: Injected[ApiKey], run_access: Injected[RunAccess], engine: Injected[Engine],
+        caller: Injected[ApiKey], run_access: Injected[RunAccess], engine: Injected[RunExecutor],
     ) -> Envelope[ResumeResult]:
         """Store the answer; `accepted` says whether the paused run took it up at once."""
         parse_run_id(run_id)

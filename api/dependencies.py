@@ -19,7 +19,7 @@ from domain.catalogue import WorkflowEntry
 from engine.access import KeyRing, may_use
 from engine.bootstrap import Services
 from engine.catalogue import Catalogue, WorkflowNotFound
-from engine.execution import Engine
+from engine.execution import RunExecutor
 from engine.runs.service import RunNotFound, RunService
 from engine.settings import ApiKey
 from engine.streams.hot import HotRun
@@ -39,7 +39,7 @@ def parse_run_id(raw: str) -> UUID:
         raise ApiError("VALIDATION_FAILED", f"runId {raw[:64]!r} is not a valid run id (32 hex characters)") from None
 
 
-def require_engine(engine: Engine | None) -> Engine:
+def require_engine(engine: RunExecutor | None) -> RunExecutor:
     """The engine that executes runs; 503 when this server has none."""
     if engine is None:
         raise ApiError("ENGINE_UNAVAILABLE", "this server does not execute runs; try again later")
@@ -59,7 +59,7 @@ class RunAccess:
         """
         hot = await self.runs.hot(parse_run_id(run_id), first_page=first_page)
         summary = hot.summary
-        if not may_use(key, summary.workflow_name, summary.workflow_id):
+        if not may_use(key, summary.workflow_name, summary.workflow_id or 0):
             raise RunNotFound(run_id)
         if workflow is not None and workflow not in (summary.workflow_name, str(summary.workflow_id)):
             raise RunNotFound(run_id)
@@ -95,10 +95,10 @@ async def run_by_id(caller: Injected[ApiKey], run_access: Injected[RunAccess], r
 def service_dependencies(services: Services) -> dict[str, Provide]:
     """The app-wide dependencies over one set of services."""
 
-    def engine() -> Engine:
+    def engine() -> RunExecutor:
         return require_engine(services.engine)
 
-    def optional_engine() -> Engine | None:
+    def optional_engine() -> RunExecutor | None:
         return services.engine
 
     async def caller(request: Request[Any, Any, Any]) -> ApiKey:

@@ -52,7 +52,7 @@ class _ChunkWriter:
 
 def write_zip(base: Path, out: _ChunkWriter) -> None:
     """Write the zip of `base` to `out` (blocking; runs in the zipping thread)."""
-    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as archive:  # type: ignore[arg-type]
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as archive:  # type: ignore[call-overload]  # a write-only stream; zipfile needs no seek
         for name, entry in sorted(regular_files(base), key=lambda found: found[0]):
             path = Path(entry.path)
             try:

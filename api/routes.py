@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from litestar.types import ControllerRouterHandler
+
 from api.audit import AuditController
 from api.clarify import ClarifyController
 from api.context import ContextQueryController
@@ -10,7 +12,7 @@ from api.runs import RunController
 from api.streams import RunStreamController
 from api.workflows import WorkflowController
 
-CONTROLLERS: list[object] = [
+CONTROLLERS: list[ControllerRouterHandler] = [
     health,
     AuditController,
     WorkflowController,

@@ -23,6 +23,7 @@ from api.envelope import Envelope, ok
 from api.idempotency import idempotent_request
 from api.paths import WORKFLOW_RUNS
 from api.schemas import (
+    CancelOutcome,
     CancelResult,
     CreatedRun,
     CreateRunRequest,
@@ -43,7 +44,7 @@ from domain.catalogue import WorkflowEntry
 from domain.errors import RunAlreadyFinished, RunAlreadyStarted
 from domain.idempotency import check_key
 from engine.catalogue import Catalogue, WorkflowNotFound
-from engine.execution import Engine
+from engine.execution import RunExecutor
 from engine.runs.creation import Creation, NewRun
 from engine.runs.service import RunService
 from engine.settings import ApiKey, Settings
@@ -97,7 +98,7 @@ def new_run(entry: WorkflowEntry, body: CreateBody, caller: ApiKey) -> NewRun:
     )
 
 
-async def start_quietly(engine: Engine, run_id: UUID) -> None:
+async def start_quietly(engine: RunExecutor, run_id: UUID) -> None:
     """Start a run unless it already was (a repeated blocking creation re-attaches)."""
     try:
         await engine.start(run_id)
@@ -116,7 +117,7 @@ def node_known(catalogue: Catalogue, hot: HotRun, node_id: str) -> bool:
 
 
 async def start_and_stream(
-    engine: Engine, runs: RunService, settings: Settings, hot: HotRun, creation: Creation, last_event_id: str | None,
+    engine: RunExecutor, runs: RunService, settings: Settings, hot: HotRun, creation: Creation, last_event_id: str | None,
 ) -> EventStreamAnswer:
     """Start a blocking creation's run and answer with its stream (a repeat re-attaches after Last-Event-ID)."""
     if creation.replayed:
@@ -126,6 +127,11 @@ async def start_and_stream(
     cursor = parse_last_event_id(last_event_id, hot.version) if creation.replayed else 0
     headers = {"X-Accel-Buffering": "no", "X-Run-Id": creation.run_id.hex}
     return EventStreamAnswer(stream_frames(runs, settings.stream, hot, cursor), headers=headers, status_code=200)
+
+
+CANCEL_OUTCOMES: dict[str, CancelOutcome] = {
+    "requested": "REQUESTED", "already_requested": "ALREADY_REQUESTED", "already_finished": "ALREADY_FINISHED",
+}
 
 
 class RunController(Controller):
@@ -157,7 +163,7 @@ class RunController(Controller):
         runs: Injected[RunService],
         workspace: Injected[Workspace],
         settings: Injected[Settings],
-        optional_engine: Injected[Engine | None],
+        optional_engine: Injected[RunExecutor | None],
         idempotency_key: Annotated[str | None, IDEMPOTENCY_HEADER] = None,
         last_event_id: Annotated[str | None, HeaderParameter(name="Last-Event-ID", required=False)] = None,
     ) -> Envelope[CreatedRun]:
@@ -193,7 +199,7 @@ class RunController(Controller):
         responses=error_responses(400, 404, 409, 410, 503),
     )
     async def start(
-        self, run: Injected[HotRun], engine: Injected[Engine],
+        self, run: Injected[HotRun], engine: Injected[RunExecutor],
     ) -> Envelope[StartedRun]:
         """Start the run; a second start is 409 RUN_ALREADY_STARTED."""
         summary = run.summary
@@ -262,12 +268,12 @@ class RunController(Controller):
         responses=error_responses(400, 404, 503),
     )
     async def cancel(
-        self, run: Injected[HotRun], engine: Injected[Engine],
+        self, run: Injected[HotRun], engine: Injected[RunExecutor],
     ) -> Envelope[CancelResult]:
         """Request a cancel; `cancelRequested` and `cancelled` are reported as separate facts."""
-        outcome = str(await engine.cancel(run.run_id))
+        outcome = await engine.cancel(run.run_id)
         summary = run.summary
         return ok(CancelResult(
-            run_id=run.run_id.hex, outcome=outcome.upper(), status=summary.external_status,
+            run_id=run.run_id.hex, outcome=CANCEL_OUTCOMES[outcome], status=summary.external_status,
             cancel_requested=summary.cancel_requested, cancelled=summary.cancelled,
         ))

@@ -170,7 +170,7 @@ AnyRunEvent = (
     | RunFailed
 )
 
-RUN_EVENT_TYPES: tuple[type[RunEvent], ...] = AnyRunEvent.__args__  # type: ignore[attr-defined]
+RUN_EVENT_TYPES: tuple[type[RunEvent], ...] = AnyRunEvent.__args__
 
 STREAM_KINDS = (
     "thinking",

@@ -14,7 +14,7 @@ from engine.catalogue import DEMO_DIR, Catalogue
 from engine.context.access import VisitContextTools
 from engine.context.tokens import ContextTokens
 from engine.context.views import ContextReader
-from engine.execution import Engine
+from engine.execution import Engine, RunExecutor
 from engine.execution.models import build_registry
 from engine.runs.service import RunService
 from engine.settings import Settings
@@ -42,7 +42,7 @@ class Services:
     context: ContextReader
     context_tools: VisitContextTools
     tail: PostgresTail | None = None
-    engine: Engine | None = None
+    engine: RunExecutor | None = None
     _sweepers: list[asyncio.Task[None]] = field(default_factory=list)
 
     async def start(self) -> None:

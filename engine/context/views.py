@@ -103,7 +103,7 @@ class ColdIndexes:
 
     async def read(self, runs: RunService, run_id: UUID) -> VisitIndex:
         """The run's index as the log has it now; RunNotFound for a run with no events."""
-        index, version = self._folds.pop(run_id, None) or (VisitIndex(), 0)
+        index, version = self._folds.pop(run_id) if run_id in self._folds else (VisitIndex(), 0)
         for event in await runs.events(run_id, after=version):
             index.apply(event)
             version = event.originator_version

@@ -12,7 +12,7 @@ import logging
 import weakref
 from dataclasses import replace
 from functools import partial
-from typing import Any
+from typing import Any, Literal, Protocol
 from uuid import UUID
 
 from domain import run as decide
@@ -36,6 +36,33 @@ from engine.settings import EngineSettings
 from engine.workspace.directory import Workspace
 
 logger = logging.getLogger("flowtrail.engine")
+
+
+CancelOutcome = Literal["requested", "already_requested", "already_finished"]
+
+
+class RunExecutor(Protocol):
+    """What the rest of the service asks of whatever executes runs."""
+
+    async def start(self, run_id: UUID) -> None:
+        """Record the start and begin executing."""
+        ...
+
+    async def answer(self, run_id: UUID, clarify_id: str, answer: str) -> bool:
+        """Record the answer; True when the run took it up at once."""
+        ...
+
+    async def cancel(self, run_id: UUID) -> CancelOutcome:
+        """Record a cancel request (or say why none was needed)."""
+        ...
+
+    async def recover(self) -> None:
+        """Take up the runs that were executing when the process stopped."""
+        ...
+
+    async def close(self) -> None:
+        """Stop executing; the log keeps where every run stands."""
+        ...
 
 
 class Engine:
@@ -94,7 +121,7 @@ class Engine:
                 await self._settle(run_id, schedule=resumed)
             return resumed
 
-    async def cancel(self, run_id: UUID) -> str:
+    async def cancel(self, run_id: UUID) -> CancelOutcome:
         """Record a cancel request: "requested", "already_requested" or "already_finished"."""
         async with self._lock(run_id):
             writer = await self.runs.writer(run_id)

@@ -57,7 +57,7 @@ class OpenAIProvider(CollectingProvider):
 
     async def stream(
         self, request: CompletionRequest, *, cancel: asyncio.Event | None = None
-    ) -> AsyncIterator[Chunk]:
+    ) -> AsyncGenerator[Chunk, None]:
         """Stream text, reasoning, assembled tool calls, usage and a final Finished chunk."""
         key = self._api_key()
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any, NamedTuple
 
 import msgspec
@@ -115,7 +115,7 @@ class ScriptedProvider(CollectingProvider):
 
     async def stream(
         self, request: CompletionRequest, *, cancel: asyncio.Event | None = None
-    ) -> AsyncIterator[Chunk]:
+    ) -> AsyncGenerator[Chunk, None]:
         """Stream the next turn for `request.purpose`, then Usage and Finished."""
         number, turn = self._next_turn(request.purpose)
         prefix = "" if request.purpose == "node" else f"{request.purpose}_"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Literal, Protocol
 
 import msgspec
@@ -171,7 +171,7 @@ class LlmProvider(Protocol):
 
     def stream(
         self, request: CompletionRequest, *, cancel: asyncio.Event | None = None
-    ) -> AsyncIterator[Chunk]:
+    ) -> AsyncGenerator[Chunk, None]:
         """Stream the answer chunk by chunk; raises LlmError subclasses."""
         ...
 
@@ -187,7 +187,7 @@ class CollectingProvider:
 
     def stream(
         self, request: CompletionRequest, *, cancel: asyncio.Event | None = None
-    ) -> AsyncIterator[Chunk]:
+    ) -> AsyncGenerator[Chunk, None]:
         """Implemented by each provider."""
         raise NotImplementedError
 

@@ -31,7 +31,7 @@ class ConcurrentAppend(StoreError):
     """Another writer appended to the same stream at the same position."""
 
 
-class FlowtrailApplication(Application):  # type: ignore[type-arg]
+class FlowtrailApplication(Application):
     """The library's Application with the msgspec mapper for our events."""
 
     name = APP_NAME
@@ -89,7 +89,8 @@ class EventStore:
 
     def read_all(self, tag: str) -> list[Any]:
         """Every event with one tag across all streams, in log order."""
-        found, after = [], 0
+        found: list[Any] = []
+        after = 0
         while True:
             page = self.read_all_page(tag, after=after)
             found.extend(event for _, event in page)

@@ -14,14 +14,14 @@ import msgspec
 from eventsourcing.persistence import Mapper, MapperDeserialisationError, StoredEvent
 
 
-class MsgspecMapper(Mapper):  # type: ignore[type-arg]
+class MsgspecMapper(Mapper):
     """Encodes events as JSON with msgspec; decodes by tag through one long-lived decoder."""
 
     def __init__(self, event_types: Sequence[type[msgspec.Struct]]) -> None:
         super().__init__(transcoder=None)  # type: ignore[arg-type]
         self.encoder = msgspec.json.Encoder()
         self.decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder(reduce(operator.or_, event_types))
-        self.tags = {t: t.__struct_config__.tag for t in event_types}
+        self.tags = {t: str(t.__struct_config__.tag) for t in event_types}
 
     def to_stored_event(self, domain_event: Any) -> StoredEvent:
         """One event as a stored row: (stream id, position, tag, JSON state)."""

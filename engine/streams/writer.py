@@ -150,7 +150,7 @@ class RunWriter:
             self._timer.cancel()
             self._timer = None
         chunks, self._chunks, self._last_of_visit = self._chunks, [], {}
-        events = stream_chunks(self.run, [c.piece() if type(c) is _Chunk else c for c in chunks])
+        events = stream_chunks(self.run, [c.piece() if isinstance(c, _Chunk) else c for c in chunks])
         return events, evolve_all(self.run, events)
 
     async def _append(self, events: list[Any], run: Run) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -20,7 +21,7 @@ _PHRASES = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found"
 class Reply:
     """One programmed answer: frames then an ending, or an HTTP error with a JSON body."""
 
-    frames: list[dict | str] = field(default_factory=list)
+    frames: Sequence[dict | str] = field(default_factory=list)
     ending: Ending = "done"
     status: int = 200
     error_body: dict | None = None

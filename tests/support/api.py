@@ -13,6 +13,7 @@ from uuid import UUID, uuid4
 
 from domain import run as decide
 from engine.bootstrap import Services
+from engine.execution import CancelOutcome, RunExecutor
 from engine.settings import ApiKey, UploadSettings
 from tests.support.server import RunningServer, server_settings
 
@@ -63,7 +64,8 @@ class ManualEngine:
 
     def __init__(self, services: Services) -> None:
         self.services = services
-        self.replaced = services.engine if not isinstance(services.engine, ManualEngine) else services.engine.replaced
+        engine = services.engine
+        self.replaced: RunExecutor | None = engine.replaced if isinstance(engine, ManualEngine) else engine
         self.started: list[UUID] = []
 
     async def recover(self) -> None:
@@ -86,7 +88,7 @@ class ManualEngine:
         await writer.decide(lambda run, at: decide.answer_clarify(run, at, clarify_id=clarify_id, answer=answer))
         return True
 
-    async def cancel(self, run_id: UUID) -> str:
+    async def cancel(self, run_id: UUID) -> CancelOutcome:
         """Record the request; confirming it is up to the test (`confirm_cancel`)."""
         writer = await self.services.runs.writer(run_id)
         run = writer.run

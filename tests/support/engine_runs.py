@@ -13,6 +13,7 @@ from uuid import UUID
 from domain import events as ev
 from domain.run import Run, RunStatus
 from engine.bootstrap import Services, build_services
+from engine.execution import RunExecutor
 from engine.runs.creation import NewRun
 from engine.settings import EngineSettings, Settings
 from tests.support.server import server_settings
@@ -71,8 +72,14 @@ async def create(services: Services, name: str, variables: dict[str, Any] | None
 async def start(services: Services, name: str, variables: dict[str, Any] | None = None) -> UUID:
     """Create and start a run; returns its id."""
     run_id = await create(services, name, variables)
-    await services.engine.start(run_id)
+    await executor(services).start(run_id)
     return run_id
+
+
+def executor(services: Services) -> RunExecutor:
+    """The services' engine (these tests always build one)."""
+    assert services.engine is not None
+    return services.engine
 
 
 async def wait_until(services: Services, run_id: UUID, *statuses: RunStatus, timeout: float = 15.0) -> Run:

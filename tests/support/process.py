@@ -48,7 +48,8 @@ class ServerProcess:
         async with httpx.AsyncClient() as client:
             for _ in range(300):
                 if self.process.poll() is not None:
-                    raise RuntimeError(f"server exited: {self.process.stderr.read().decode()[-2000:]}")
+                    stderr = self.process.stderr.read() if self.process.stderr else b""
+                    raise RuntimeError(f"server exited: {stderr.decode()[-2000:]}")
                 try:
                     if (await client.get(f"{self.base_url}/healthz")).status_code == 200:
                         return self

@@ -63,8 +63,11 @@ def test_an_unexpected_error_is_internal_error_with_a_fixed_message():
     assert (status, code) == (500, "INTERNAL_ERROR") and "SELECT" not in message
 
 
-def every_error_class(base: type = FlowtrailError) -> list[type]:
-    return [cls for sub in base.__subclasses__() for cls in (sub, *every_error_class(sub))]
+def every_error_class(base: type[FlowtrailError] = FlowtrailError) -> list[type[FlowtrailError]]:
+    found: list[type[FlowtrailError]] = []
+    for sub in base.__subclasses__():
+        found += [sub, *every_error_class(sub)]
+    return found
 
 
 def test_every_error_class_carries_a_code_the_table_knows_but_the_two_that_never_leave_a_visit():

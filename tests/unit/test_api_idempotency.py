@@ -76,7 +76,7 @@ def test_other_keys_are_invalid(key):
 
 
 def test_the_claim_round_trips_through_the_stores_mapper_under_its_stable_tag():
-    mapper = FlowtrailApplication.construct_mapper(None)  # type: ignore[arg-type]
+    mapper = FlowtrailApplication.construct_mapper(None)
     stored = mapper.to_stored_event(claim())
     assert stored.topic == "IdempotencyKeyClaimed"
     assert mapper.to_domain_event(stored) == claim()

@@ -70,7 +70,8 @@ class FakeRuns:
     """`RunService.events` over a list of events of any runs, recording each (run, after) asked for."""
 
     def __init__(self, events) -> None:
-        self.log, self.asked = list(events), []
+        self.log = list(events)
+        self.asked: list[tuple] = []
 
     async def events(self, run_id, *, after=0):
         self.asked.append((run_id, after))
