@@ -23,6 +23,7 @@ from domain.errors import (
     RunAlreadyStarted,
     UnknownVisit,
 )
+from domain.vocabulary import NodeType, RunMode, StreamKind, is_node_type, is_run_mode, is_stream_kind
 
 
 class RunStatus(str, enum.Enum):
@@ -109,8 +110,23 @@ def _check_open_visit(run: Run, visit_uuid: str, action: str) -> None:
         )
 
 
+def check_mode(mode: str) -> RunMode:
+    """The mode itself when it is DAG or AGENTIC; refused otherwise (stored, it would never decode again)."""
+    if not is_run_mode(mode):
+        raise IllegalTransition(f"unknown run mode {mode!r}")
+    return mode
+
+
+def check_node_type(node_type: str) -> NodeType:
+    """The node type itself when the workflow model knows it; refused otherwise (stored, it would never decode again)."""
+    if not is_node_type(node_type):
+        raise IllegalTransition(f"unknown node type {node_type!r}")
+    return node_type
+
+
 def create_run(run_id: UUID, at: datetime, **fields: Any) -> ev.RunCreated:
     """The first event of a run."""
+    check_mode(fields["mode"])
     return ev.RunCreated(originator_id=run_id, originator_version=1, timestamp=at, **fields)
 
 
@@ -127,6 +143,7 @@ def start_visit(run: Run, at: datetime, **fields: Any) -> ev.VisitStarted:
     _check_executing(run, "start a visit")
     if fields["visit_uuid"] in run.open_visits:
         raise IllegalTransition(f"visit {fields['visit_uuid']} is already open", run_id=run.id.hex)
+    check_node_type(fields["node_type"])
     return ev.VisitStarted(**_next(run, at), **fields)
 
 
@@ -141,11 +158,12 @@ class StreamPiece(msgspec.Struct, frozen=True):
     tool_name: str | None = None
 
 
-def check_stream_chunk(run: Run, visit_uuid: str, kind: str) -> None:
-    """Refuse a stream piece for a visit that is not open, or of an unknown kind."""
+def check_stream_chunk(run: Run, visit_uuid: str, kind: str) -> StreamKind:
+    """The kind of a stream piece for an open visit; refused for a visit that is not open, or an unknown kind."""
     _check_open_visit(run, visit_uuid, "stream")
-    if kind not in ev.STREAM_KINDS or kind == "clarify_request":
+    if not is_stream_kind(kind) or kind == "clarify_request":
         raise IllegalTransition(f"unknown stream kind {kind!r}", run_id=run.id.hex)
+    return kind
 
 
 def stream_chunk(
@@ -160,10 +178,10 @@ def stream_chunks(run: Run, pieces: Sequence[StreamPiece]) -> list[ev.NodeStream
     """Record several pieces of visits' streams at consecutive positions, each checked."""
     events = []
     for offset, piece in enumerate(pieces, start=1):
-        check_stream_chunk(run, piece.visit_uuid, piece.kind)
+        kind = check_stream_chunk(run, piece.visit_uuid, piece.kind)
         events.append(ev.NodeStreamed(
             originator_id=run.id, originator_version=run.version + offset, timestamp=piece.at,
-            visit_uuid=piece.visit_uuid, node_id=piece.node_id, kind=piece.kind,
+            visit_uuid=piece.visit_uuid, node_id=piece.node_id, kind=kind,
             content=piece.content, tool_name=piece.tool_name,
         ))
     return events
@@ -199,6 +217,7 @@ def abandon_paused_visit(
 def skip_visit(run: Run, at: datetime, **fields: Any) -> ev.VisitSkipped:
     """Record a node that a branch condition excluded."""
     _check_executing(run, "skip a node")
+    check_node_type(fields["node_type"])
     return ev.VisitSkipped(**_next(run, at), **fields)
 
 

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from domain import events as ev
+from domain.vocabulary import VISIT_FAILED, VISIT_RUNNING, VISIT_SKIPPED, VISIT_SUCCESS, VisitStatus
 from projections.logs import VisitLog, iso_utc, to_json
 
 MAX_VISITS_PER_RUN = 200
@@ -40,7 +41,7 @@ class Visit:
         self.from_node_id: str | None = None
         self.from_visit_uuid: str | None = None
         self.predecessor_visit_uuids: tuple[str, ...] = ()
-        self.status = "RUNNING"
+        self.status: VisitStatus = VISIT_RUNNING
         self.output: dict[str, Any] | None = None
         self.error: str | None = None
         self.skip_reason: str | None = None
@@ -113,7 +114,7 @@ class VisitIndex:
     def _skipped(self, event: ev.VisitSkipped) -> None:
         visit = self._open(event, len(self._by_node.get(event.node_id, ())) + 1)
         if visit is not None:
-            visit.status = "SKIPPED"
+            visit.status = VISIT_SKIPPED
             visit.skip_reason = event.reason or None
             visit.completed_at = event.timestamp
 
@@ -130,12 +131,12 @@ class VisitIndex:
     def _completed(self, event: ev.VisitCompleted) -> None:
         visit = self._by_uuid.get(event.visit_uuid)
         if visit is not None:
-            visit.status, visit.output, visit.completed_at = "SUCCESS", event.output, event.timestamp
+            visit.status, visit.output, visit.completed_at = VISIT_SUCCESS, event.output, event.timestamp
 
     def _failed(self, event: ev.VisitFailed) -> None:
         visit = self._by_uuid.get(event.visit_uuid)
         if visit is not None:
-            visit.status, visit.output, visit.error = "FAILED", event.output, event.error
+            visit.status, visit.output, visit.error = VISIT_FAILED, event.output, event.error
             visit.completed_at = event.timestamp
             visit.log.add_error(event.error, event.timestamp)
 

@@ -15,12 +15,13 @@ from domain import run as decide
 from domain.errors import AnswerNotJson
 from domain.events import PlannerDecided
 from domain.outputs import parse_json_answer
+from domain.vocabulary import VISIT_FAILED, VISIT_SKIPPED, VISIT_SUCCESS
 from domain.workflow import NodeDefinition, WorkflowDefinition, node_by_id, start_nodes
 from engine.execution.agent_loop import to_json
 from engine.execution.errors import CancelHalt, RunFailure, describe_llm_error
 from engine.execution.models import scripted_planner
 from engine.execution.outcomes import Completed, Failed, Paused, RunOutcome
-from engine.execution.progress import FAILED, SUCCESS, Progress, VisitProgress
+from engine.execution.progress import Progress, VisitProgress
 from engine.llm import (
     SCRIPTED_ID,
     CompletionRequest,
@@ -90,10 +91,10 @@ def next_step(defn: WorkflowDefinition, progress: Progress) -> Step:
         return Step("visit", outputs[0], came) if outputs else Step("fail", error="the workflow has no output node")
     if last.is_open:
         return Step("resume", last.node_id, last)
-    if last.status == FAILED:
+    if last.status == VISIT_FAILED:
         return Step("fail", last.node_id, last, error=f"node {last.node_id!r} failed: {last.error}")
     node = node_by_id(defn, last.node_id)
-    if last.status == SUCCESS and node is not None and node.type == "output":
+    if last.status == VISIT_SUCCESS and node is not None and node.type == "output":
         return Step("complete", last.node_id, last)
     return Step("plan", last.node_id, last)
 
@@ -175,7 +176,7 @@ def check_limits(session: RunSession, node_id: str) -> None:
     limits, settings = session.defn.limits, session.settings
     per_node = min(limits.max_visits_per_node, settings.max_visits_per_node)
     per_run = min(limits.max_visits_per_run, settings.max_visits_per_run)
-    visits = [visit for visit in session.progress.visits_of(node_id) if visit.status != "SKIPPED"]
+    visits = [visit for visit in session.progress.visits_of(node_id) if visit.status != VISIT_SKIPPED]
     if len(visits) >= per_node:
         raise RunFailure(f"node {node_id!r} reached its limit of {per_node} visits")
     if session.progress.started_visits() >= per_run:

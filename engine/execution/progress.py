@@ -8,8 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from domain import events as ev
-
-OPEN, SUCCESS, FAILED, SKIPPED = "RUNNING", "SUCCESS", "FAILED", "SKIPPED"
+from domain.vocabulary import VISIT_FAILED, VISIT_RUNNING, VISIT_SKIPPED, VISIT_SUCCESS, VisitStatus
 
 
 @dataclass(frozen=True)
@@ -33,7 +32,7 @@ class VisitProgress:
     sort_order: int
     from_node_id: str | None = None
     from_visit_uuid: str | None = None
-    status: str = OPEN
+    status: VisitStatus = VISIT_RUNNING
     output: dict[str, Any] | None = None
     error: str | None = None
     answers: list[Answer] = field(default_factory=list)
@@ -44,7 +43,7 @@ class VisitProgress:
     @property
     def is_open(self) -> bool:
         """True while the visit has neither completed nor failed."""
-        return self.status == OPEN
+        return self.status == VISIT_RUNNING
 
     @property
     def data(self) -> Any:
@@ -102,14 +101,14 @@ class Progress:
 
     def started_visits(self) -> int:
         """Visits that were started (skipped ones are not counted)."""
-        return sum(visit.status != SKIPPED for visit in self.visits.values())
+        return sum(visit.status != VISIT_SKIPPED for visit in self.visits.values())
 
     def scope(self) -> dict[str, Any]:
         """What templates see: run variables, `uploadedFiles`, and each node's latest successful output data."""
         scope: dict[str, Any] = dict(self.variables)
         scope.setdefault("uploadedFiles", list(self.uploaded_files))
         for visit in self.visits.values():
-            if visit.status == SUCCESS:
+            if visit.status == VISIT_SUCCESS:
                 scope[visit.node_id] = visit.data
         return scope
 
@@ -135,7 +134,7 @@ def _visit_started(progress: Progress, event: ev.VisitStarted) -> None:
 
 def _visit_skipped(progress: Progress, event: ev.VisitSkipped) -> None:
     iter_seq = len(progress.visits_of(event.node_id)) + 1
-    visit = VisitProgress(event.visit_uuid, event.node_id, event.node_type, iter_seq, event.sort_order, status=SKIPPED)
+    visit = VisitProgress(event.visit_uuid, event.node_id, event.node_type, iter_seq, event.sort_order, status=VISIT_SKIPPED)
     progress.visits[visit.visit_uuid] = visit
 
 
@@ -151,13 +150,13 @@ def _streamed(progress: Progress, event: ev.NodeStreamed) -> None:
 def _completed(progress: Progress, event: ev.VisitCompleted) -> None:
     visit = progress.visits.get(event.visit_uuid)
     if visit is not None:
-        visit.status, visit.output = SUCCESS, event.output
+        visit.status, visit.output = VISIT_SUCCESS, event.output
 
 
 def _failed(progress: Progress, event: ev.VisitFailed) -> None:
     visit = progress.visits.get(event.visit_uuid)
     if visit is not None:
-        visit.status, visit.output, visit.error = FAILED, event.output, event.error
+        visit.status, visit.output, visit.error = VISIT_FAILED, event.output, event.error
 
 
 def _asked(progress: Progress, event: ev.ClarifyRequested) -> None:
