@@ -6,7 +6,7 @@ Decision functions check the state and return new events; state changes only in 
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from functools import singledispatch
 from typing import Any
@@ -124,10 +124,18 @@ def check_node_type(node_type: str) -> NodeType:
     return node_type
 
 
-def create_run(run_id: UUID, at: datetime, **fields: Any) -> ev.RunCreated:
+def create_run(
+    run_id: UUID, at: datetime, *, workflow_id: int, workflow_name: str, workflow_version: int, display_name: str,
+    mode: RunMode, variables: Mapping[str, Any] | None = None, uploaded_files: Sequence[str] = (),
+    ttl_hours: int = 720, caller_key_id: str = "", idempotency_key: str | None = None,
+) -> ev.RunCreated:
     """The first event of a run."""
-    check_mode(fields["mode"])
-    return ev.RunCreated(originator_id=run_id, originator_version=1, timestamp=at, **fields)
+    return ev.RunCreated(
+        originator_id=run_id, originator_version=1, timestamp=at, workflow_id=workflow_id,
+        workflow_name=workflow_name, workflow_version=workflow_version, display_name=display_name,
+        mode=check_mode(mode), variables=dict(variables or {}), uploaded_files=tuple(uploaded_files),
+        ttl_hours=ttl_hours, caller_key_id=caller_key_id, idempotency_key=idempotency_key,
+    )
 
 
 def start_run(run: Run, at: datetime) -> ev.RunStarted:
@@ -138,13 +146,20 @@ def start_run(run: Run, at: datetime) -> ev.RunStarted:
     return ev.RunStarted(**_next(run, at))
 
 
-def start_visit(run: Run, at: datetime, **fields: Any) -> ev.VisitStarted:
+def start_visit(
+    run: Run, at: datetime, *, visit_uuid: str, node_id: str, node_type: str, node_label: str, iter_seq: int,
+    sort_order: int, from_node_id: str | None = None, from_visit_uuid: str | None = None,
+    predecessor_visit_uuids: Sequence[str] = (),
+) -> ev.VisitStarted:
     """Open a visit of a node."""
     _check_executing(run, "start a visit")
-    if fields["visit_uuid"] in run.open_visits:
-        raise IllegalTransition(f"visit {fields['visit_uuid']} is already open", run_id=run.id.hex)
-    check_node_type(fields["node_type"])
-    return ev.VisitStarted(**_next(run, at), **fields)
+    if visit_uuid in run.open_visits:
+        raise IllegalTransition(f"visit {visit_uuid} is already open", run_id=run.id.hex)
+    return ev.VisitStarted(
+        **_next(run, at), visit_uuid=visit_uuid, node_id=node_id, node_type=check_node_type(node_type),
+        node_label=node_label, iter_seq=iter_seq, sort_order=sort_order, from_node_id=from_node_id,
+        from_visit_uuid=from_visit_uuid, predecessor_visit_uuids=tuple(predecessor_visit_uuids),
+    )
 
 
 class StreamPiece(msgspec.Struct, frozen=True):
@@ -214,11 +229,16 @@ def abandon_paused_visit(
     return ev.VisitFailed(**_next(run, at), visit_uuid=visit_uuid, node_id=node_id, error=error, output=output)
 
 
-def skip_visit(run: Run, at: datetime, **fields: Any) -> ev.VisitSkipped:
+def skip_visit(
+    run: Run, at: datetime, *, visit_uuid: str, node_id: str, node_type: str, node_label: str, sort_order: int,
+    reason: str = "",
+) -> ev.VisitSkipped:
     """Record a node that a branch condition excluded."""
     _check_executing(run, "skip a node")
-    check_node_type(fields["node_type"])
-    return ev.VisitSkipped(**_next(run, at), **fields)
+    return ev.VisitSkipped(
+        **_next(run, at), visit_uuid=visit_uuid, node_id=node_id, node_type=check_node_type(node_type),
+        node_label=node_label, sort_order=sort_order, reason=reason,
+    )
 
 
 def record_visit(run: Run, at: datetime, *, visit_uuid: str, node_id: str) -> ev.VisitRecorded:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 from uuid import uuid4
 
 import pytest
@@ -19,7 +20,7 @@ from domain.errors import (
 from domain.run import RunStatus, evolve, fold
 
 AT = datetime(2026, 7, 1, tzinfo=UTC)
-FLOW = dict(workflow_id=1, workflow_name="demo", workflow_version=1, display_name="Demo", mode="DAG")
+FLOW: dict[str, Any] = dict(workflow_id=1, workflow_name="demo", workflow_version=1, display_name="Demo", mode="DAG")
 
 
 def created():
