@@ -93,6 +93,8 @@ class VisitSkipped(RunEvent, frozen=True, tag="VisitSkipped"):
     node_label: str
     sort_order: int
     reason: str = ""
+    iter_seq: int = 0
+    """Which visit of the node this is (1, 2, ...); 0 in skips stored before it was recorded."""
 
 
 class VisitRecorded(RunEvent, frozen=True, tag="VisitRecorded"):

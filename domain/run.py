@@ -230,14 +230,16 @@ def abandon_paused_visit(
 
 
 def skip_visit(
-    run: Run, at: datetime, *, visit_uuid: str, node_id: str, node_type: str, node_label: str, sort_order: int,
-    reason: str = "",
+    run: Run, at: datetime, *, visit_uuid: str, node_id: str, node_type: str, node_label: str, iter_seq: int,
+    sort_order: int, reason: str = "",
 ) -> ev.VisitSkipped:
     """Record a node that a branch condition excluded."""
     _check_executing(run, "skip a node")
+    if iter_seq < 1:
+        raise IllegalTransition(f"a skip of node {node_id} needs an iterSeq of 1 or more", run_id=run.id.hex)
     return ev.VisitSkipped(
         **_next(run, at), visit_uuid=visit_uuid, node_id=node_id, node_type=check_node_type(node_type),
-        node_label=node_label, sort_order=sort_order, reason=reason,
+        node_label=node_label, sort_order=sort_order, reason=reason, iter_seq=iter_seq,
     )
 
 

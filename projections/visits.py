@@ -112,7 +112,7 @@ class VisitIndex:
             visit.started_at = event.timestamp
 
     def _skipped(self, event: ev.VisitSkipped) -> None:
-        visit = self._open(event, len(self._by_node.get(event.node_id, ())) + 1)
+        visit = self._open(event, event.iter_seq or len(self._by_node.get(event.node_id, ())) + 1)
         if visit is not None:
             visit.status = VISIT_SKIPPED
             visit.skip_reason = event.reason or None

@@ -133,7 +133,7 @@ def _visit_started(progress: Progress, event: ev.VisitStarted) -> None:
 
 
 def _visit_skipped(progress: Progress, event: ev.VisitSkipped) -> None:
-    iter_seq = len(progress.visits_of(event.node_id)) + 1
+    iter_seq = event.iter_seq or len(progress.visits_of(event.node_id)) + 1
     visit = VisitProgress(event.visit_uuid, event.node_id, event.node_type, iter_seq, event.sort_order, status=VISIT_SKIPPED)
     progress.visits[visit.visit_uuid] = visit
 

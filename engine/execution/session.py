@@ -185,7 +185,7 @@ class RunSession:
         decisions: list[Any] = []
         for item in skips:
             node, visit_uuid = self.node(item.node_id), str(uuid4())
-            decisions.append(partial(_skip, visit_uuid=visit_uuid, node=node, reason=item.reason))
+            decisions.append(partial(_skip, visit_uuid=visit_uuid, node=node, iter_seq=item.iter_seq, reason=item.reason))
             decisions.append(partial(decide.record_visit, visit_uuid=visit_uuid, node_id=node.id))
         await self.decide(*decisions)
 
@@ -293,10 +293,10 @@ class RunSession:
             return None
 
 
-def _skip(run: Any, at: Any, *, visit_uuid: str, node: NodeDefinition, reason: str) -> Any:
+def _skip(run: Any, at: Any, *, visit_uuid: str, node: NodeDefinition, iter_seq: int, reason: str) -> Any:
     return decide.skip_visit(
         run, at, visit_uuid=visit_uuid, node_id=node.id, node_type=node.type, node_label=node.label or node.id,
-        sort_order=run.visit_count + 1, reason=reason,
+        iter_seq=iter_seq, sort_order=run.visit_count + 1, reason=reason,
     )
 
 

@@ -89,6 +89,7 @@ async def test_a_false_condition_skips_the_node_and_every_node_only_reachable_th
     }
     recorded = {e.visit_uuid for e in of_type(events, ev.VisitRecorded)}
     assert {e.visit_uuid for e in of_type(events, ev.VisitSkipped)} <= recorded
+    assert {e.iter_seq for e in of_type(events, ev.VisitSkipped)} == {1}
     assert of_type(events, ev.RunCompleted)[0].output["data"] == {"action": "short"}
 
 

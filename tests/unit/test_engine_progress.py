@@ -51,3 +51,11 @@ def test_the_trail_keeps_visits_and_decisions_in_log_order_and_counts_decisions(
     progress = fold_progress(log.events)
     assert [getattr(item, "node_id", None) or item.next_node_id for item in progress.trail] == ["input", "draft"]
     assert progress.decisions == 1 and progress.started_visits() == 1
+
+
+def test_a_skipped_visit_has_the_iter_seq_its_event_recorded_and_old_skips_count_the_nodes_visits():
+    log = RunLog().created().started()
+    log.complete(log.visit("other"), {})
+    recorded, old = log.skip("other", iter_seq=5), log.skip("other")
+    visits = fold_progress(log.events).visits
+    assert (visits[recorded].iter_seq, visits[old].iter_seq) == (5, 3)

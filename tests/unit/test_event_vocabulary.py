@@ -55,7 +55,8 @@ def test_a_visit_of_an_unknown_node_type_is_refused_whether_started_or_skipped()
         r.start_visit(running(), AT, visit_uuid="v1", node_id="n", node_type="webhook", node_label="N",
                       iter_seq=1, sort_order=1)
     with pytest.raises(IllegalTransition, match="unknown node type 'webhook'"):
-        r.skip_visit(running(), AT, visit_uuid="v1", node_id="n", node_type="webhook", node_label="N", sort_order=1)
+        r.skip_visit(running(), AT, visit_uuid="v1", node_id="n", node_type="webhook", node_label="N",
+                     iter_seq=1, sort_order=1)
 
 
 def test_a_stored_event_with_a_value_outside_its_vocabulary_does_not_decode():

@@ -129,3 +129,12 @@ def test_positions_increase_by_one_per_event():
 def test_a_log_must_begin_with_run_created():
     with pytest.raises(IllegalTransition):
         evolve(None, r.start_run(created(), AT))
+
+
+def test_a_skip_records_which_visit_of_the_node_it_is():
+    skip = r.skip_visit(running(), AT, visit_uuid="s1", node_id="n", node_type="llm", node_label="N",
+                        iter_seq=2, sort_order=1, reason="branch not taken")
+    assert (skip.iter_seq, skip.reason) == (2, "branch not taken")
+    with pytest.raises(IllegalTransition):
+        r.skip_visit(running(), AT, visit_uuid="s1", node_id="n", node_type="llm", node_label="N",
+                     iter_seq=0, sort_order=1)
