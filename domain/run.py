@@ -375,7 +375,7 @@ def _(event: ev.RunCancelled, run: Run) -> Run:
 
 @_mutate.register
 def _(event: ev.RunCompleted, run: Run) -> Run:
-    return msgspec.structs.replace(run, status=RunStatus.SUCCEEDED, open_visits=frozenset())
+    return msgspec.structs.replace(run, status=RunStatus.SUCCEEDED, open_visits=frozenset(), pending_clarify=None)
 
 
 @_mutate.register
