@@ -43,6 +43,7 @@ from api.workflows import visible_workflow
 from domain.catalogue import WorkflowEntry
 from domain.errors import RunAlreadyFinished, RunAlreadyStarted
 from domain.idempotency import check_key
+from domain.run import check_startable
 from engine.bootstrap import Services
 from engine.catalogue import WorkflowNotFound
 from engine.runs.creation import Creation, IdempotentRequest, RunCreator
@@ -208,11 +209,11 @@ class RunController(Controller):
         self, workflow_name: WorkflowNameInPath, run_id: RunIdInPath,
         caller: NamedDependency[ApiKey], services: NamedDependency[Services],
     ) -> Envelope[StartedRun]:
-        """Start the run; a second start is 409 RUN_ALREADY_STARTED."""
+        """Start the run; a second start is 409 RUN_ALREADY_STARTED, a run that finished unstarted 410 (decision 10)."""
         hot = await visible_run(services, caller, run_id, workflow_name)
-        summary = hot.summary
-        if summary.started_at is not None:
-            raise RunAlreadyStarted(f"run {summary.run_id} was already started", run_id=summary.run_id)
+        run = hot.summary.run
+        assert run is not None  # a visible run was loaded from its first event
+        check_startable(run)
         await require_engine(services).start(hot.run_id)
         return ok(started_view(hot.summary))
 

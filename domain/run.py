@@ -73,6 +73,8 @@ class Run(msgspec.Struct, frozen=True):
     asked_clarify_ids: frozenset[str] = frozenset()
     answered_clarify_ids: frozenset[str] = frozenset()
     cancel_requested: bool = False
+    started: bool = False
+    """True once RunStarted is in the log (also after the run finished)."""
     visit_count: int = 0
     """Visits started or skipped so far; the next one's sortOrder is this plus one."""
 
@@ -138,11 +140,22 @@ def create_run(
     )
 
 
+def check_startable(run: Run) -> None:
+    """Refuse a start: RunAlreadyStarted once the run was started (finished or not, decision 10),
+    RunAlreadyFinished when it never was and never can be (it finished, or a cancel was asked, first)."""
+    if run.started:
+        raise RunAlreadyStarted(f"run {run.id.hex} was already started", run_id=run.id.hex)
+    if run.status is not RunStatus.CREATED:
+        what = "has already finished" if run.status.is_terminal else "is being cancelled"
+        raise RunAlreadyFinished(
+            f"run {run.id.hex} {what} ({run.status.value}) and was never started; it cannot start",
+            run_id=run.id.hex, status=run.status.value,
+        )
+
+
 def start_run(run: Run, at: datetime) -> ev.RunStarted:
     """Start a created run; a second start is refused."""
-    _check_not_finished(run, "start")
-    if run.status is not RunStatus.CREATED:
-        raise RunAlreadyStarted(f"run {run.id.hex} was already started", run_id=run.id.hex)
+    check_startable(run)
     return ev.RunStarted(**_next(run, at))
 
 
@@ -275,13 +288,24 @@ def request_clarify(
     )
 
 
+def check_answerable(run: Run, clarify_id: str) -> None:
+    """Refuse an answer, in this order (decision 10): ClarifyAlreadyAnswered for a repeat (the first
+    answer stands), RunAlreadyFinished for a finished run, ClarifyNotFound for a question never asked."""
+    if clarify_id in run.answered_clarify_ids:
+        raise ClarifyAlreadyAnswered(
+            f"clarify {clarify_id[:128]} was already answered; the first answer stands",
+            run_id=run.id.hex, clarify_id=clarify_id,
+        )
+    _check_not_finished(run, "answer a question")
+    if clarify_id not in run.asked_clarify_ids:
+        raise ClarifyNotFound(
+            f"run {run.id.hex} has no question {clarify_id[:128]!r}", run_id=run.id.hex, clarify_id=clarify_id
+        )
+
+
 def answer_clarify(run: Run, at: datetime, *, clarify_id: str, answer: str) -> ev.ClarifyAnswered:
     """Answer the pending question; a repeat answer is refused as already answered."""
-    if clarify_id in run.answered_clarify_ids:
-        raise ClarifyAlreadyAnswered(f"clarify {clarify_id} was already answered", run_id=run.id.hex, clarify_id=clarify_id)
-    if clarify_id not in run.asked_clarify_ids:
-        raise ClarifyNotFound(f"clarify {clarify_id} does not belong to run {run.id.hex}", run_id=run.id.hex, clarify_id=clarify_id)
-    _check_not_finished(run, "answer a question")
+    check_answerable(run, clarify_id)
     return ev.ClarifyAnswered(**_next(run, at), clarify_id=clarify_id, answer=answer)
 
 
@@ -322,7 +346,7 @@ def _mutate(event: ev.RunEvent, run: Run) -> Run:
 
 @_mutate.register
 def _(event: ev.RunStarted, run: Run) -> Run:
-    return msgspec.structs.replace(run, status=RunStatus.RUNNING)
+    return msgspec.structs.replace(run, status=RunStatus.RUNNING, started=True)
 
 
 @_mutate.register

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from domain import events as ev
-from domain.errors import GraphInvalid, RunAlreadyFinished, RunAlreadyStarted
+from domain.errors import GraphInvalid, RunAlreadyStarted
 from domain.run import RunStatus
 from tests.support.engine_runs import (
     chunks,
@@ -183,14 +183,14 @@ async def test_a_required_input_that_is_missing_fails_the_first_visit(services):
     assert of_type(events, ev.VisitFailed)[0].error == "required input(s) not given: topic"
 
 
-async def test_a_run_cannot_be_started_twice_nor_after_it_finished(services):
+async def test_a_run_cannot_be_started_twice_and_is_still_already_started_after_it_finished(services):
     await services.catalogue.publish(workflow("slow", [node("work", "llm", model_id="scripted", script=[
         [{"sleep": 0.2}, {"text": "ok"}]]), OUT], [edge("work", "out")]))
     run_id = await start(services, "slow")
     with pytest.raises(RunAlreadyStarted):
         await services.engine.start(run_id)
     await wait_until(services, run_id)
-    with pytest.raises(RunAlreadyFinished):
+    with pytest.raises(RunAlreadyStarted):
         await services.engine.start(run_id)
     assert len(of_type(await events_of(services, run_id), ev.RunStarted)) == 1
 
