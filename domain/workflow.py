@@ -30,6 +30,17 @@ class Limits(msgspec.Struct, frozen=True, rename="camel"):
     max_visits_per_run: Annotated[int, msgspec.Meta(ge=1, le=200)] = 200
 
 
+class PlannerSettings(msgspec.Struct, frozen=True):
+    """How an AGENTIC run's planner is asked (snake_case keys, like node data)."""
+
+    model_id: str | None = None
+    """The planner's model; None: the service's default model."""
+    prompt: str = ""
+    """Extra guidance, appended to the planner's instructions."""
+    script: list[Any] | None = None
+    """The scripted model's turns, one a decision (checked by that model when it plays them)."""
+
+
 class NodeDefinition(msgspec.Struct, frozen=True):
     """One node of a workflow; `data` holds its type-specific settings."""
 
@@ -58,6 +69,7 @@ class WorkflowDefinition(msgspec.Struct, frozen=True, rename="camel"):
     edges: list[EdgeDefinition] = []
     start_node_id: str | None = None
     limits: Limits = msgspec.field(default_factory=Limits)
+    planner: PlannerSettings = msgspec.field(default_factory=PlannerSettings)
 
 
 class WorkflowInput(msgspec.Struct, frozen=True):
@@ -280,6 +292,8 @@ def validate_workflow(defn: WorkflowDefinition) -> list[str]:
             for node_id in dict.fromkeys(ids):
                 if node_id not in reached:
                     problems.append(f"node {node_id!r} is unreachable from the start node(s) {', '.join(starts)}")
+    if defn.planner.model_id is not None and not defn.planner.model_id.strip():
+        problems.append("planner.model_id must name a model (leave it out for the default model)")
     if defn.mode == "AGENTIC" and defn.start_node_id is None:
         count = sum(node.type == "userInput" for node in defn.nodes)
         if count != 1:

@@ -131,16 +131,17 @@ class Planner:
 
     def __init__(self, session: RunSession) -> None:
         self.session = session
-        config = session.planner
-        model_id = config.get("model_id") or session.engine.registry.default_model_id
+        assert session.defn is not None
+        settings = session.defn.planner
+        model_id = settings.model_id or session.engine.registry.default_model_id
         if model_id == SCRIPTED_ID:
             self.provider: LlmProvider = scripted_planner(
-                config.get("script"), skip_turns=session.progress.decisions,
+                settings.script, skip_turns=session.progress.decisions,
                 seed=f"{session.run_id}:planner", pace_seconds=session.settings.scripted_pace_seconds,
             )
         else:
             self.provider = session.engine.registry.provider_for(model_id)
-        self.goal = str(config.get("prompt", ""))
+        self.goal = settings.prompt
 
     async def decide(self) -> tuple[str | None, str]:
         """The next node (None: finish) and the reason; RunFailure after two invalid answers."""

@@ -65,7 +65,6 @@ class RunSession:
         self.progress = progress
         self.cancel_event = cancel_event
         self.defn: WorkflowDefinition | None = None
-        self.planner: dict[str, Any] = {}
 
     @property
     def settings(self) -> EngineSettings:
@@ -103,7 +102,7 @@ class RunSession:
         """Run the workflow from where the log stands to an outcome."""
         try:
             self.check_cancel()
-            self.defn, self.planner = await self.engine.definition(self.progress)
+            self.defn = self.engine.definition(self.progress)
             remaining = self._time_left()
             if remaining <= 0:
                 return Failed(self._timeout_error())

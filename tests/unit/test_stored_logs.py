@@ -7,6 +7,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from domain.catalogue import fold_entry
+from domain.workflow import PlannerSettings
 from engine.store.event_store import STORED_EVENT_TYPES
 from engine.store.mapper import MsgspecMapper
 
@@ -56,3 +58,12 @@ def test_a_decoded_row_encodes_back_to_the_same_fields(path):
 def test_the_recorded_logs_together_hold_every_stored_event_type():
     topics = {row.topic for path in FIXTURES for row in rows_of(path)}
     assert topics == {tag_of_type(t) for t in STORED_EVENT_TYPES}
+
+
+def test_the_recorded_agentic_workflow_folds_with_its_planner_settings_typed():
+    rows = [row for row in rows_of(LOGS / "every-event.jsonl") if row.topic == "WorkflowPublished"]
+    entries = [fold_entry([MAPPER.decode_state(bytes(row.state))]) for row in rows]
+    planners = {entry.name: entry.definition.planner for entry in entries if entry is not None}
+    assert planners["every-event-agentic"] == PlannerSettings(
+        model_id="scripted", prompt="Ask, then finish.", script=[[{"text": "{}"}]])
+    assert planners["every-event-dag"] == PlannerSettings()
