@@ -1,14 +1,12 @@
-"""The Run aggregate: an explicit state machine, decision functions and one fold.
+"""The Run aggregate: decision functions and the guards they share; its state and fold are `domain.run_state`.
 
 Decision functions check the state and return new events; state changes only in `evolve`.
 """
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from functools import singledispatch
 from typing import Any
 from uuid import UUID
 
@@ -23,60 +21,13 @@ from domain.errors import (
     RunAlreadyStarted,
     UnknownVisit,
 )
+from domain.run_state import EXECUTING, Run, RunStatus
+from domain.run_state import TERMINAL as TERMINAL
+from domain.run_state import PendingClarify as PendingClarify
+from domain.run_state import evolve as evolve
+from domain.run_state import evolve_all as evolve_all
+from domain.run_state import fold as fold
 from domain.vocabulary import NodeType, RunMode, StreamKind, is_node_type, is_run_mode, is_stream_kind
-
-
-class RunStatus(str, enum.Enum):
-    """Where a run stands in its life."""
-
-    CREATED = "created"
-    RUNNING = "running"
-    PAUSED = "paused"
-    CANCEL_REQUESTED = "cancel_requested"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-    @property
-    def is_terminal(self) -> bool:
-        """True once nothing more can happen to the run."""
-        return self in TERMINAL
-
-
-TERMINAL = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED})
-EXECUTING = frozenset({RunStatus.RUNNING, RunStatus.CANCEL_REQUESTED})
-
-
-class PendingClarify(msgspec.Struct, frozen=True):
-    """A question the run is waiting on."""
-
-    clarify_id: str
-    visit_uuid: str
-    node_id: str
-    question: str
-    choices: tuple[str, ...]
-    asked_at: datetime
-
-
-class Run(msgspec.Struct, frozen=True):
-    """The state a run's decisions need, folded from its events."""
-
-    id: UUID
-    version: int
-    status: RunStatus
-    workflow_name: str
-    workflow_id: int
-    workflow_version: int
-    caller_key_id: str
-    open_visits: frozenset[str] = frozenset()
-    pending_clarify: PendingClarify | None = None
-    asked_clarify_ids: frozenset[str] = frozenset()
-    answered_clarify_ids: frozenset[str] = frozenset()
-    cancel_requested: bool = False
-    started: bool = False
-    """True once RunStarted is in the log (also after the run finished)."""
-    visit_count: int = 0
-    """Visits started or skipped so far; the next one's sortOrder is this plus one."""
 
 
 def _next(run: Run, at: datetime) -> dict[str, Any]:
@@ -140,9 +91,11 @@ def create_run(
     )
 
 
+# The order of the refusals below is a contract (docs/decisions/0010-start-and-answer-guards.md).
+
+
 def check_startable(run: Run) -> None:
-    """Refuse a start: RunAlreadyStarted once the run was started (finished or not, decision 10),
-    RunAlreadyFinished when it never was and never can be (it finished, or a cancel was asked, first)."""
+    """Refuse a start: RunAlreadyStarted once started (finished or not), RunAlreadyFinished if it never can be."""
     if run.started:
         raise RunAlreadyStarted(f"run {run.id.hex} was already started", run_id=run.id.hex)
     if run.status is not RunStatus.CREATED:
@@ -289,8 +242,7 @@ def request_clarify(
 
 
 def check_answerable(run: Run, clarify_id: str) -> None:
-    """Refuse an answer, in this order (decision 10): ClarifyAlreadyAnswered for a repeat (the first
-    answer stands), RunAlreadyFinished for a finished run, ClarifyNotFound for a question never asked."""
+    """Refuse an answer: ClarifyAlreadyAnswered, then RunAlreadyFinished, then ClarifyNotFound (decision 10)."""
     if clarify_id in run.answered_clarify_ids:
         raise ClarifyAlreadyAnswered(
             f"clarify {clarify_id[:128]} was already answered; the first answer stands",
@@ -337,106 +289,3 @@ def fail_run(run: Run, at: datetime, *, error: str) -> ev.RunFailed:
     """Finish the run with an error (allowed from any non-terminal state)."""
     _check_not_finished(run, "fail")
     return ev.RunFailed(**_next(run, at), error=error)
-
-
-@singledispatch
-def _mutate(event: ev.RunEvent, run: Run) -> Run:
-    return run
-
-
-@_mutate.register
-def _(event: ev.RunStarted, run: Run) -> Run:
-    return msgspec.structs.replace(run, status=RunStatus.RUNNING, started=True)
-
-
-@_mutate.register
-def _(event: ev.VisitStarted, run: Run) -> Run:
-    return msgspec.structs.replace(
-        run, open_visits=run.open_visits | {event.visit_uuid}, visit_count=run.visit_count + 1
-    )
-
-
-@_mutate.register
-def _(event: ev.VisitSkipped, run: Run) -> Run:
-    return msgspec.structs.replace(run, visit_count=run.visit_count + 1)
-
-
-@_mutate.register(ev.VisitCompleted)
-@_mutate.register(ev.VisitFailed)
-def _(event: ev.VisitCompleted | ev.VisitFailed, run: Run) -> Run:
-    return msgspec.structs.replace(run, open_visits=run.open_visits - {event.visit_uuid})
-
-
-@_mutate.register
-def _(event: ev.ClarifyRequested, run: Run) -> Run:
-    pending = PendingClarify(
-        event.clarify_id, event.visit_uuid, event.node_id, event.question, event.choices, event.timestamp
-    )
-    return msgspec.structs.replace(
-        run, status=RunStatus.PAUSED, pending_clarify=pending,
-        asked_clarify_ids=run.asked_clarify_ids | {event.clarify_id},
-    )
-
-
-@_mutate.register
-def _(event: ev.ClarifyAnswered, run: Run) -> Run:
-    status = RunStatus.CANCEL_REQUESTED if run.cancel_requested else RunStatus.RUNNING
-    return msgspec.structs.replace(
-        run, status=status, pending_clarify=None,
-        answered_clarify_ids=run.answered_clarify_ids | {event.clarify_id},
-    )
-
-
-@_mutate.register
-def _(event: ev.RunCancelRequested, run: Run) -> Run:
-    return msgspec.structs.replace(run, status=RunStatus.CANCEL_REQUESTED, cancel_requested=True)
-
-
-@_mutate.register
-def _(event: ev.RunCancelled, run: Run) -> Run:
-    return msgspec.structs.replace(run, status=RunStatus.CANCELLED, open_visits=frozenset(), pending_clarify=None)
-
-
-@_mutate.register
-def _(event: ev.RunCompleted, run: Run) -> Run:
-    return msgspec.structs.replace(run, status=RunStatus.SUCCEEDED, open_visits=frozenset(), pending_clarify=None)
-
-
-@_mutate.register
-def _(event: ev.RunFailed, run: Run) -> Run:
-    return msgspec.structs.replace(run, status=RunStatus.FAILED, open_visits=frozenset(), pending_clarify=None)
-
-
-def evolve(run: Run | None, event: ev.RunEvent) -> Run:
-    """Apply one event to the run's state (the only place state changes)."""
-    if isinstance(event, ev.RunCreated):
-        return Run(
-            id=event.originator_id,
-            version=1,
-            status=RunStatus.CREATED,
-            workflow_name=event.workflow_name,
-            workflow_id=event.workflow_id,
-            workflow_version=event.workflow_version,
-            caller_key_id=event.caller_key_id,
-        )
-    if run is None:
-        raise IllegalTransition(f"a run's first event must be RunCreated, got {ev.event_tag(event)}")
-    return msgspec.structs.replace(_mutate(event, run), version=event.originator_version)
-
-
-def evolve_all(run: Run, events: Sequence[ev.RunEvent]) -> Run:
-    """The run's state after more events (stream chunks change nothing but the position)."""
-    if not events:
-        return run
-    for event in events:
-        if type(event) is not ev.NodeStreamed:
-            run = evolve(run, event)
-    return msgspec.structs.replace(run, version=events[-1].originator_version)
-
-
-def fold(events: list[ev.RunEvent] | tuple[ev.RunEvent, ...]) -> Run | None:
-    """The run's state after all of its events."""
-    run: Run | None = None
-    for event in events:
-        run = evolve(run, event)
-    return run
