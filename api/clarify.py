@@ -1,9 +1,10 @@
 """/api/v1/runs/{runId}/resume and /state: the AskFor contract (no workflow segment; runIds are global).
 
 Checks, in order: 400 malformed runId or body; 404 RUN_NOT_FOUND (absent or outside the
-key's scope); 409 CLARIFY_ALREADY_ANSWERED (the clarifyId was answered before: idempotent
-success, the first answer stands); 410 RUN_ALREADY_FINISHED; 404 CLARIFY_NOT_FOUND
-(not asked in this run, or the run has not started).
+key's scope); then the domain's own guard, `domain.run.check_answerable` (decision 10):
+409 CLARIFY_ALREADY_ANSWERED (the clarifyId was answered before: idempotent success, the
+first answer stands); 410 RUN_ALREADY_FINISHED; 404 CLARIFY_NOT_FOUND (not asked in this
+run, or the run has not started).
 """
 
 from __future__ import annotations
@@ -29,11 +30,10 @@ from api.schemas import (
 )
 from api.uploads import read_json_body
 from api.views import state_view
-from domain.errors import ClarifyAlreadyAnswered, ClarifyNotFound, RunAlreadyFinished
+from domain.run import check_answerable
 from engine.execution import RunExecutor
 from engine.settings import ApiKey
 from engine.streams.hot import HotRun
-from projections.summary import RunSummary
 
 MAX_RESUME_BYTES = 128 * 1024
 
@@ -48,20 +48,6 @@ def decode_resume(raw: bytes) -> ResumeRequest:
         raise validation_failed(f"invalid request: {exc}") from None
     except msgspec.DecodeError as exc:
         raise validation_failed(f"the request is not valid JSON: {exc}") from None
-
-
-def check_answerable(summary: RunSummary, clarify_id: str) -> None:
-    """Refuse, with the seed's codes, an answer the run cannot take."""
-    run_id = summary.run_id or ""
-    if clarify_id in summary.answered_clarify_ids:
-        raise ClarifyAlreadyAnswered(
-            f"clarify {clarify_id} was already answered; the first answer stands",
-            run_id=run_id, clarify_id=clarify_id,
-        )
-    if summary.status.is_terminal:
-        raise RunAlreadyFinished(f"run {run_id} has already finished ({summary.external_status})", run_id=run_id)
-    if clarify_id not in summary.asked_clarify_ids:
-        raise ClarifyNotFound(f"run {run_id} has no question {clarify_id[:128]!r}", run_id=run_id, clarify_id=clarify_id)
 
 
 class ClarifyController(Controller):
@@ -88,7 +74,9 @@ class ClarifyController(Controller):
         parse_run_id(run_id)
         answer = decode_resume(await read_json_body(request, MAX_RESUME_BYTES))
         hot = await run_access.visible(caller, run_id, None)
-        check_answerable(hot.summary, answer.clarify_id)
+        run = hot.summary.run
+        assert run is not None  # a visible run was loaded from its first event
+        check_answerable(run, answer.clarify_id)
         accepted = await engine.answer(hot.run_id, answer.clarify_id, answer.answer)
         return ok(ResumeResult(accepted=bool(accepted), run_id=hot.run_id.hex, clarify_id=answer.clarify_id))
 

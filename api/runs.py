@@ -43,6 +43,7 @@ from api.views import created_view, run_view, started_view
 from domain.catalogue import WorkflowEntry
 from domain.errors import RunAlreadyFinished, RunAlreadyStarted
 from domain.idempotency import check_key
+from domain.run import check_startable
 from engine.catalogue import Catalogue, WorkflowNotFound
 from engine.execution import RunExecutor
 from engine.runs.creation import Creation, NewRun
@@ -201,10 +202,10 @@ class RunController(Controller):
     async def start(
         self, run: Injected[HotRun], engine: Injected[RunExecutor],
     ) -> Envelope[StartedRun]:
-        """Start the run; a second start is 409 RUN_ALREADY_STARTED."""
-        summary = run.summary
-        if summary.started_at is not None:
-            raise RunAlreadyStarted(f"run {summary.run_id} was already started", run_id=summary.run_id)
+        """Start the run; a second start is 409 RUN_ALREADY_STARTED, a run that finished unstarted 410 (decision 10)."""
+        state = run.summary.run
+        assert state is not None  # a visible run was loaded from its first event
+        check_startable(state)
         await engine.start(run.run_id)
         return ok(started_view(run.summary))
 

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from bench.common import NODE_ID, Fleet, bench_main, median, open_run_visit, print_table, verdict
+from domain.vocabulary import StreamKind
 
 TARGET_RATIO = 0.5
 BATCH = 512
@@ -43,7 +44,7 @@ def _content(kind: str, i: int) -> str:
     return f'{{"i":{i},"t":{time.time():.6f}}}' if kind == "step" else f"tok{i % 10} "
 
 
-def _rows(mapper: Any, kind: str, n: int) -> list[tuple[uuid.UUID, int, str, bytes]]:
+def _rows(mapper: Any, kind: StreamKind, n: int) -> list[tuple[uuid.UUID, int, str, bytes]]:
     """One stored row per chunk, as the library would store a NodeStreamed event of it."""
     from domain import events as ev
 
@@ -177,7 +178,8 @@ async def bench_store(
         raw_lite = SqliteRaw(fleet.workdir / "raw.db") if kind == "sqlite" else None
         if raw_pg is not None:
             await raw_pg.__aenter__()
-        for chunk_kind in ("step", "thinking"):
+        chunk_kinds: tuple[StreamKind, ...] = ("step", "thinking")
+        for chunk_kind in chunk_kinds:
             raw_one: list[float] = []
             raw_batched: list[float] = []
             writer_rates: list[float] = []

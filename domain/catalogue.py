@@ -96,6 +96,21 @@ def publish_workflow(
     )
 
 
+def recorded_workflow(definition: JSON) -> WorkflowDefinition:
+    """A published version's definition as recorded.
+
+    Versions published before planner settings were checked (decision 12) may hold settings
+    that do not decode; such a version folds with the default settings rather than stopping
+    the catalogue from loading.
+    """
+    try:
+        return workflow_from_dict(definition)
+    except GraphInvalid:
+        if "planner" not in definition:
+            raise
+        return workflow_from_dict({key: value for key, value in definition.items() if key != "planner"})
+
+
 def evolve_entry(entry: WorkflowEntry | None, event: AnyCatalogueEvent) -> WorkflowEntry:
     """Apply one catalogue event to the entry (the only place it changes)."""
     expected = 1 if entry is None else entry.version + 1
@@ -108,7 +123,7 @@ def evolve_entry(entry: WorkflowEntry | None, event: AnyCatalogueEvent) -> Workf
         workflow_id=event.workflow_id,
         name=event.name,
         version=event.version,
-        definition=workflow_from_dict(event.definition),
+        definition=recorded_workflow(event.definition),
         digest=event.digest,
         published_at=event.timestamp,
     )

@@ -6,10 +6,12 @@ Tags are stored with every event and must never change. Add fields only with def
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, get_args
 from uuid import UUID
 
 import msgspec
+
+from domain.vocabulary import NodeType, RunMode, StreamKind
 
 JSON = dict[str, Any]
 
@@ -29,7 +31,7 @@ class RunCreated(RunEvent, frozen=True, tag="RunCreated"):
     workflow_name: str
     workflow_version: int
     display_name: str
-    mode: str
+    mode: RunMode
     variables: JSON = {}
     uploaded_files: tuple[str, ...] = ()
     ttl_hours: int = 720
@@ -46,7 +48,7 @@ class VisitStarted(RunEvent, frozen=True, tag="VisitStarted"):
 
     visit_uuid: str
     node_id: str
-    node_type: str
+    node_type: NodeType
     node_label: str
     iter_seq: int
     sort_order: int
@@ -60,7 +62,7 @@ class NodeStreamed(RunEvent, frozen=True, tag="NodeStreamed"):
 
     visit_uuid: str
     node_id: str
-    kind: str
+    kind: StreamKind
     content: str
     tool_name: str | None = None
 
@@ -87,10 +89,12 @@ class VisitSkipped(RunEvent, frozen=True, tag="VisitSkipped"):
 
     visit_uuid: str
     node_id: str
-    node_type: str
+    node_type: NodeType
     node_label: str
     sort_order: int
     reason: str = ""
+    iter_seq: int = 0
+    """Which visit of the node this is (1, 2, ...); 0 in skips stored before it was recorded."""
 
 
 class VisitRecorded(RunEvent, frozen=True, tag="VisitRecorded"):
@@ -170,18 +174,7 @@ AnyRunEvent = (
     | RunFailed
 )
 
-RUN_EVENT_TYPES: tuple[type[RunEvent], ...] = AnyRunEvent.__args__
-
-STREAM_KINDS = (
-    "thinking",
-    "status",
-    "step",
-    "tool_progress",
-    "tool_call",
-    "tool_result",
-    "todo_update",
-    "clarify_request",
-)
+RUN_EVENT_TYPES: tuple[type[RunEvent], ...] = get_args(AnyRunEvent)
 
 
 def event_tag(event: RunEvent) -> str:

@@ -1,14 +1,12 @@
-"""The Run aggregate: an explicit state machine, decision functions and one fold.
+"""The Run aggregate: decision functions and the guards they share; its state and fold are `domain.run_state`.
 
 Decision functions check the state and return new events; state changes only in `evolve`.
 """
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from functools import singledispatch
 from typing import Any
 from uuid import UUID
 
@@ -23,57 +21,13 @@ from domain.errors import (
     RunAlreadyStarted,
     UnknownVisit,
 )
-
-
-class RunStatus(str, enum.Enum):
-    """Where a run stands in its life."""
-
-    CREATED = "created"
-    RUNNING = "running"
-    PAUSED = "paused"
-    CANCEL_REQUESTED = "cancel_requested"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-    @property
-    def is_terminal(self) -> bool:
-        """True once nothing more can happen to the run."""
-        return self in TERMINAL
-
-
-TERMINAL = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED})
-EXECUTING = frozenset({RunStatus.RUNNING, RunStatus.CANCEL_REQUESTED})
-
-
-class PendingClarify(msgspec.Struct, frozen=True):
-    """A question the run is waiting on."""
-
-    clarify_id: str
-    visit_uuid: str
-    node_id: str
-    question: str
-    choices: tuple[str, ...]
-    asked_at: datetime
-
-
-class Run(msgspec.Struct, frozen=True):
-    """The state a run's decisions need, folded from its events."""
-
-    id: UUID
-    version: int
-    status: RunStatus
-    workflow_name: str
-    workflow_id: int
-    workflow_version: int
-    caller_key_id: str
-    open_visits: frozenset[str] = frozenset()
-    pending_clarify: PendingClarify | None = None
-    asked_clarify_ids: frozenset[str] = frozenset()
-    answered_clarify_ids: frozenset[str] = frozenset()
-    cancel_requested: bool = False
-    visit_count: int = 0
-    """Visits started or skipped so far; the next one's sortOrder is this plus one."""
+from domain.run_state import EXECUTING, Run, RunStatus
+from domain.run_state import TERMINAL as TERMINAL
+from domain.run_state import PendingClarify as PendingClarify
+from domain.run_state import evolve as evolve
+from domain.run_state import evolve_all as evolve_all
+from domain.run_state import fold as fold
+from domain.vocabulary import NodeType, RunMode, StreamKind, is_node_type, is_run_mode, is_stream_kind
 
 
 def _next(run: Run, at: datetime) -> dict[str, Any]:
@@ -109,25 +63,69 @@ def _check_open_visit(run: Run, visit_uuid: str, action: str) -> None:
         )
 
 
-def create_run(run_id: UUID, at: datetime, **fields: Any) -> ev.RunCreated:
+def check_mode(mode: str) -> RunMode:
+    """The mode itself when it is DAG or AGENTIC; refused otherwise (stored, it would never decode again)."""
+    if not is_run_mode(mode):
+        raise IllegalTransition(f"unknown run mode {mode!r}")
+    return mode
+
+
+def check_node_type(node_type: str) -> NodeType:
+    """The node type itself when the workflow model knows it; refused otherwise (stored, it would never decode again)."""
+    if not is_node_type(node_type):
+        raise IllegalTransition(f"unknown node type {node_type!r}")
+    return node_type
+
+
+def create_run(
+    run_id: UUID, at: datetime, *, workflow_id: int, workflow_name: str, workflow_version: int, display_name: str,
+    mode: RunMode, variables: Mapping[str, Any] | None = None, uploaded_files: Sequence[str] = (),
+    ttl_hours: int = 720, caller_key_id: str = "", idempotency_key: str | None = None,
+) -> ev.RunCreated:
     """The first event of a run."""
-    return ev.RunCreated(originator_id=run_id, originator_version=1, timestamp=at, **fields)
+    return ev.RunCreated(
+        originator_id=run_id, originator_version=1, timestamp=at, workflow_id=workflow_id,
+        workflow_name=workflow_name, workflow_version=workflow_version, display_name=display_name,
+        mode=check_mode(mode), variables=dict(variables or {}), uploaded_files=tuple(uploaded_files),
+        ttl_hours=ttl_hours, caller_key_id=caller_key_id, idempotency_key=idempotency_key,
+    )
+
+
+# The order of the refusals below is a contract (docs/decisions/0010-start-and-answer-guards.md).
+
+
+def check_startable(run: Run) -> None:
+    """Refuse a start: RunAlreadyStarted once started (finished or not), RunAlreadyFinished if it never can be."""
+    if run.started:
+        raise RunAlreadyStarted(f"run {run.id.hex} was already started", run_id=run.id.hex)
+    if run.status is not RunStatus.CREATED:
+        what = "has already finished" if run.status.is_terminal else "is being cancelled"
+        raise RunAlreadyFinished(
+            f"run {run.id.hex} {what} ({run.status.value}) and was never started; it cannot start",
+            run_id=run.id.hex, status=run.status.value,
+        )
 
 
 def start_run(run: Run, at: datetime) -> ev.RunStarted:
     """Start a created run; a second start is refused."""
-    _check_not_finished(run, "start")
-    if run.status is not RunStatus.CREATED:
-        raise RunAlreadyStarted(f"run {run.id.hex} was already started", run_id=run.id.hex)
+    check_startable(run)
     return ev.RunStarted(**_next(run, at))
 
 
-def start_visit(run: Run, at: datetime, **fields: Any) -> ev.VisitStarted:
+def start_visit(
+    run: Run, at: datetime, *, visit_uuid: str, node_id: str, node_type: str, node_label: str, iter_seq: int,
+    sort_order: int, from_node_id: str | None = None, from_visit_uuid: str | None = None,
+    predecessor_visit_uuids: Sequence[str] = (),
+) -> ev.VisitStarted:
     """Open a visit of a node."""
     _check_executing(run, "start a visit")
-    if fields["visit_uuid"] in run.open_visits:
-        raise IllegalTransition(f"visit {fields['visit_uuid']} is already open", run_id=run.id.hex)
-    return ev.VisitStarted(**_next(run, at), **fields)
+    if visit_uuid in run.open_visits:
+        raise IllegalTransition(f"visit {visit_uuid} is already open", run_id=run.id.hex)
+    return ev.VisitStarted(
+        **_next(run, at), visit_uuid=visit_uuid, node_id=node_id, node_type=check_node_type(node_type),
+        node_label=node_label, iter_seq=iter_seq, sort_order=sort_order, from_node_id=from_node_id,
+        from_visit_uuid=from_visit_uuid, predecessor_visit_uuids=tuple(predecessor_visit_uuids),
+    )
 
 
 class StreamPiece(msgspec.Struct, frozen=True):
@@ -141,11 +139,12 @@ class StreamPiece(msgspec.Struct, frozen=True):
     tool_name: str | None = None
 
 
-def check_stream_chunk(run: Run, visit_uuid: str, kind: str) -> None:
-    """Refuse a stream piece for a visit that is not open, or of an unknown kind."""
+def check_stream_chunk(run: Run, visit_uuid: str, kind: str) -> StreamKind:
+    """The kind of a stream piece for an open visit; refused for a visit that is not open, or an unknown kind."""
     _check_open_visit(run, visit_uuid, "stream")
-    if kind not in ev.STREAM_KINDS or kind == "clarify_request":
+    if not is_stream_kind(kind) or kind == "clarify_request":
         raise IllegalTransition(f"unknown stream kind {kind!r}", run_id=run.id.hex)
+    return kind
 
 
 def stream_chunk(
@@ -160,10 +159,10 @@ def stream_chunks(run: Run, pieces: Sequence[StreamPiece]) -> list[ev.NodeStream
     """Record several pieces of visits' streams at consecutive positions, each checked."""
     events = []
     for offset, piece in enumerate(pieces, start=1):
-        check_stream_chunk(run, piece.visit_uuid, piece.kind)
+        kind = check_stream_chunk(run, piece.visit_uuid, piece.kind)
         events.append(ev.NodeStreamed(
             originator_id=run.id, originator_version=run.version + offset, timestamp=piece.at,
-            visit_uuid=piece.visit_uuid, node_id=piece.node_id, kind=piece.kind,
+            visit_uuid=piece.visit_uuid, node_id=piece.node_id, kind=kind,
             content=piece.content, tool_name=piece.tool_name,
         ))
     return events
@@ -196,10 +195,18 @@ def abandon_paused_visit(
     return ev.VisitFailed(**_next(run, at), visit_uuid=visit_uuid, node_id=node_id, error=error, output=output)
 
 
-def skip_visit(run: Run, at: datetime, **fields: Any) -> ev.VisitSkipped:
+def skip_visit(
+    run: Run, at: datetime, *, visit_uuid: str, node_id: str, node_type: str, node_label: str, iter_seq: int,
+    sort_order: int, reason: str = "",
+) -> ev.VisitSkipped:
     """Record a node that a branch condition excluded."""
     _check_executing(run, "skip a node")
-    return ev.VisitSkipped(**_next(run, at), **fields)
+    if iter_seq < 1:
+        raise IllegalTransition(f"a skip of node {node_id} needs an iterSeq of 1 or more", run_id=run.id.hex)
+    return ev.VisitSkipped(
+        **_next(run, at), visit_uuid=visit_uuid, node_id=node_id, node_type=check_node_type(node_type),
+        node_label=node_label, sort_order=sort_order, reason=reason, iter_seq=iter_seq,
+    )
 
 
 def record_visit(run: Run, at: datetime, *, visit_uuid: str, node_id: str) -> ev.VisitRecorded:
@@ -234,13 +241,23 @@ def request_clarify(
     )
 
 
+def check_answerable(run: Run, clarify_id: str) -> None:
+    """Refuse an answer: ClarifyAlreadyAnswered, then RunAlreadyFinished, then ClarifyNotFound (decision 10)."""
+    if clarify_id in run.answered_clarify_ids:
+        raise ClarifyAlreadyAnswered(
+            f"clarify {clarify_id[:128]} was already answered; the first answer stands",
+            run_id=run.id.hex, clarify_id=clarify_id,
+        )
+    _check_not_finished(run, "answer a question")
+    if clarify_id not in run.asked_clarify_ids:
+        raise ClarifyNotFound(
+            f"run {run.id.hex} has no question {clarify_id[:128]!r}", run_id=run.id.hex, clarify_id=clarify_id
+        )
+
+
 def answer_clarify(run: Run, at: datetime, *, clarify_id: str, answer: str) -> ev.ClarifyAnswered:
     """Answer the pending question; a repeat answer is refused as already answered."""
-    if clarify_id in run.answered_clarify_ids:
-        raise ClarifyAlreadyAnswered(f"clarify {clarify_id} was already answered", run_id=run.id.hex, clarify_id=clarify_id)
-    if clarify_id not in run.asked_clarify_ids:
-        raise ClarifyNotFound(f"clarify {clarify_id} does not belong to run {run.id.hex}", run_id=run.id.hex, clarify_id=clarify_id)
-    _check_not_finished(run, "answer a question")
+    check_answerable(run, clarify_id)
     return ev.ClarifyAnswered(**_next(run, at), clarify_id=clarify_id, answer=answer)
 
 
@@ -272,106 +289,3 @@ def fail_run(run: Run, at: datetime, *, error: str) -> ev.RunFailed:
     """Finish the run with an error (allowed from any non-terminal state)."""
     _check_not_finished(run, "fail")
     return ev.RunFailed(**_next(run, at), error=error)
-
-
-@singledispatch
-def _mutate(event: ev.RunEvent, run: Run) -> Run:
-    return run
-
-
-@_mutate.register
-def _(event: ev.RunStarted, run: Run) -> Run:
-    return msgspec.structs.replace(run, status=RunStatus.RUNNING)
-
-
-@_mutate.register
-def _(event: ev.VisitStarted, run: Run) -> Run:
-    return msgspec.structs.replace(
-        run, open_visits=run.open_visits | {event.visit_uuid}, visit_count=run.visit_count + 1
-    )
-
-
-@_mutate.register
-def _(event: ev.VisitSkipped, run: Run) -> Run:
-    return msgspec.structs.replace(run, visit_count=run.visit_count + 1)
-
-
-@_mutate.register(ev.VisitCompleted)
-@_mutate.register(ev.VisitFailed)
-def _(event: ev.VisitCompleted | ev.VisitFailed, run: Run) -> Run:
-    return msgspec.structs.replace(run, open_visits=run.open_visits - {event.visit_uuid})
-
-
-@_mutate.register
-def _(event: ev.ClarifyRequested, run: Run) -> Run:
-    pending = PendingClarify(
-        event.clarify_id, event.visit_uuid, event.node_id, event.question, event.choices, event.timestamp
-    )
-    return msgspec.structs.replace(
-        run, status=RunStatus.PAUSED, pending_clarify=pending,
-        asked_clarify_ids=run.asked_clarify_ids | {event.clarify_id},
-    )
-
-
-@_mutate.register
-def _(event: ev.ClarifyAnswered, run: Run) -> Run:
-    status = RunStatus.CANCEL_REQUESTED if run.cancel_requested else RunStatus.RUNNING
-    return msgspec.structs.replace(
-        run, status=status, pending_clarify=None,
-        answered_clarify_ids=run.answered_clarify_ids | {event.clarify_id},
-    )
-
-
-@_mutate.register
-def _(event: ev.RunCancelRequested, run: Run) -> Run:
-    return msgspec.structs.replace(run, status=RunStatus.CANCEL_REQUESTED, cancel_requested=True)
-
-
-@_mutate.register
-def _(event: ev.RunCancelled, run: Run) -> Run:
-    return msgspec.structs.replace(run, status=RunStatus.CANCELLED, open_visits=frozenset(), pending_clarify=None)
-
-
-@_mutate.register
-def _(event: ev.RunCompleted, run: Run) -> Run:
-    return msgspec.structs.replace(run, status=RunStatus.SUCCEEDED, open_visits=frozenset())
-
-
-@_mutate.register
-def _(event: ev.RunFailed, run: Run) -> Run:
-    return msgspec.structs.replace(run, status=RunStatus.FAILED, open_visits=frozenset(), pending_clarify=None)
-
-
-def evolve(run: Run | None, event: ev.RunEvent) -> Run:
-    """Apply one event to the run's state (the only place state changes)."""
-    if isinstance(event, ev.RunCreated):
-        return Run(
-            id=event.originator_id,
-            version=1,
-            status=RunStatus.CREATED,
-            workflow_name=event.workflow_name,
-            workflow_id=event.workflow_id,
-            workflow_version=event.workflow_version,
-            caller_key_id=event.caller_key_id,
-        )
-    if run is None:
-        raise IllegalTransition(f"a run's first event must be RunCreated, got {ev.event_tag(event)}")
-    return msgspec.structs.replace(_mutate(event, run), version=event.originator_version)
-
-
-def evolve_all(run: Run, events: Sequence[ev.RunEvent]) -> Run:
-    """The run's state after more events (stream chunks change nothing but the position)."""
-    if not events:
-        return run
-    for event in events:
-        if type(event) is not ev.NodeStreamed:
-            run = evolve(run, event)
-    return msgspec.structs.replace(run, version=events[-1].originator_version)
-
-
-def fold(events: list[ev.RunEvent] | tuple[ev.RunEvent, ...]) -> Run | None:
-    """The run's state after all of its events."""
-    run: Run | None = None
-    for event in events:
-        run = evolve(run, event)
-    return run

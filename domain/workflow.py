@@ -7,7 +7,7 @@ and reports every problem at once. Unknown keys (canvas positions and the like) 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import msgspec
 
@@ -15,9 +15,9 @@ from domain.conditions import Condition, parse_condition
 from domain.errors import GraphInvalid
 from domain.outputs import parse_output_declarations, retry_policy_for
 from domain.templates import SEGMENT, check_templates
+from domain.vocabulary import NODE_TYPES, NodeType, RunMode
 
-NODE_TYPES = ("userInput", "llm", "agent", "smartAction", "output")
-MODEL_NODE_TYPES = ("llm", "agent", "smartAction")
+MODEL_NODE_TYPES: tuple[NodeType, ...] = ("llm", "agent", "smartAction")
 NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 NODE_ID_RE = re.compile(rf"^{SEGMENT}$")
 MAX_NAME_LENGTH = 64
@@ -28,6 +28,17 @@ class Limits(msgspec.Struct, frozen=True, rename="camel"):
 
     max_visits_per_node: Annotated[int, msgspec.Meta(ge=1, le=50)] = 50
     max_visits_per_run: Annotated[int, msgspec.Meta(ge=1, le=200)] = 200
+
+
+class PlannerSettings(msgspec.Struct, frozen=True):
+    """How an AGENTIC run's planner is asked (snake_case keys, like node data)."""
+
+    model_id: str | None = None
+    """The planner's model; None: the service's default model."""
+    prompt: str = ""
+    """Extra guidance, appended to the planner's instructions."""
+    script: list[Any] | None = None
+    """The scripted model's turns, one a decision (checked by that model when it plays them)."""
 
 
 class NodeDefinition(msgspec.Struct, frozen=True):
@@ -52,12 +63,13 @@ class WorkflowDefinition(msgspec.Struct, frozen=True, rename="camel"):
 
     name: str
     display_name: str
-    mode: Literal["DAG", "AGENTIC"]
+    mode: RunMode
     nodes: list[NodeDefinition]
     description: str = ""
     edges: list[EdgeDefinition] = []
     start_node_id: str | None = None
     limits: Limits = msgspec.field(default_factory=Limits)
+    planner: PlannerSettings = msgspec.field(default_factory=PlannerSettings)
 
 
 class WorkflowInput(msgspec.Struct, frozen=True):
@@ -77,7 +89,10 @@ class WorkflowOutput(msgspec.Struct, frozen=True):
     description: str = ""
 
 
-DECLARATIONS: dict[str, tuple[str, type]] = {"userInput": ("inputs", WorkflowInput), "output": ("outputs", WorkflowOutput)}
+DECLARATIONS: dict[str, tuple[str, Any]] = {
+    "userInput": ("inputs", list[WorkflowInput]), "output": ("outputs", list[WorkflowOutput]),
+}
+"""Per node type: the data key that declares run inputs or results, and the type of its list."""
 
 
 def _invalid(error: msgspec.MsgspecError) -> GraphInvalid:
@@ -224,7 +239,7 @@ def _node_problems(node: NodeDefinition) -> list[str]:
     if node.type in DECLARATIONS:
         key, kind = DECLARATIONS[node.type]
         try:
-            msgspec.convert(node.data.get(key) or [], list[kind], strict=False)
+            msgspec.convert(node.data.get(key) or [], kind, strict=False)
         except msgspec.ValidationError as error:
             problems.append(f"node {node.id!r} has an invalid {key} declaration: {error}")
     if node.type in MODEL_NODE_TYPES:
@@ -277,6 +292,8 @@ def validate_workflow(defn: WorkflowDefinition) -> list[str]:
             for node_id in dict.fromkeys(ids):
                 if node_id not in reached:
                     problems.append(f"node {node_id!r} is unreachable from the start node(s) {', '.join(starts)}")
+    if defn.planner.model_id is not None and not defn.planner.model_id.strip():
+        problems.append("planner.model_id must name a model (leave it out for the default model)")
     if defn.mode == "AGENTIC" and defn.start_node_id is None:
         count = sum(node.type == "userInput" for node in defn.nodes)
         if count != 1:
@@ -309,7 +326,7 @@ def _declared(defn: WorkflowDefinition, node_type: str) -> list[Any]:
     found: dict[str, Any] = {}
     for node in (node for node in defn.nodes if node.type == node_type):
         try:
-            items = msgspec.convert(node.data.get(key) or [], list[kind], strict=False)
+            items = msgspec.convert(node.data.get(key) or [], kind, strict=False)
         except msgspec.ValidationError:
             continue  # reported by validate_workflow; a listing never fails on it
         for item in items:

@@ -6,8 +6,10 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+import msgspec
+
 from domain import events as ev
-from domain.run import RunStatus
+from domain.run import Run, RunStatus, evolve
 from projections.logs import iso_local, iso_utc
 from projections.sse import cancel_error, produces_sse_message
 from projections.visits import VisitIndex
@@ -24,98 +26,167 @@ EXTERNAL_STATUS = {
 
 
 class RunSummary:
-    """What `GET run`, `GET state` and run listings show; `apply(event)` is the only way it changes."""
+    """What `GET run`, `GET state` and run listings show; `apply(event)` is the only way it changes.
+
+    The run's state (status, cancel flags, questions asked and answered, the pending one) is the
+    domain `Run`, folded with `domain.run.evolve`; the summary adds only presentation: the
+    external status, times, outputs, error text, and the current pause as the API shows it.
+    """
 
     def __init__(self) -> None:
-        self.run_id: str | None = None
-        self.status = RunStatus.CREATED
-        self.workflow_id: int | None = None
-        self.workflow_name = ""
-        self.workflow_version: int | None = None
-        self.display_name = ""
-        self.mode = ""
-        self.variables: dict[str, Any] = {}
-        self.uploaded_files: tuple[str, ...] = ()
-        self.ttl_hours: int | None = None
-        self.caller_key_id = ""
-        self.idempotency_key: str | None = None
-        self.created_at: datetime | None = None
+        self._run: Run | None = None
+        self.created: ev.RunCreated | None = None
         self.started_at: datetime | None = None
         self.completed_at: datetime | None = None
+        self.cancel_requested_at: datetime | None = None
         self.error: str | None = None
         self.outputs: dict[str, Any] | None = None
-        self.cancel_requested = False
-        self.cancel_requested_at: datetime | None = None
-        self.cancelled = False
-        self.current_pause: dict[str, Any] | None = None
+        self.working_dir_files: tuple[str, ...] = ()
         self.last_event_id = 0
         self.last_sse_id = 0
-        self.working_dir_files: tuple[str, ...] = ()
-        self.asked_clarify_ids: set[str] = set()
-        self.answered_clarify_ids: set[str] = set()
-
-    @property
-    def external_status(self) -> str:
-        """The external API status: CREATED, RUNNING, SUCCESS or FAILED."""
-        return EXTERNAL_STATUS[self.status]
 
     def apply(self, event: ev.RunEvent) -> None:
         """Fold one run event into the summary."""
         self.last_event_id = event.originator_version
         if produces_sse_message(event):
             self.last_sse_id = event.originator_version
+        if type(event) is ev.NodeStreamed:
+            return  # a stream chunk changes nothing but the position (`run` catches up when read)
+        self._run = evolve(self._run, event)
         handler = _SUMMARY_HANDLERS.get(type(event))
         if handler is not None:
             handler(self, event)
 
-    def _created(self, event: ev.RunCreated) -> None:
-        self.run_id = event.originator_id.hex
-        self.workflow_id, self.workflow_name = event.workflow_id, event.workflow_name
-        self.workflow_version, self.display_name = event.workflow_version, event.display_name
-        self.mode, self.variables = event.mode, event.variables
-        self.uploaded_files, self.ttl_hours = event.uploaded_files, event.ttl_hours
-        self.caller_key_id, self.idempotency_key = event.caller_key_id, event.idempotency_key
-        self.created_at = event.timestamp
+    @property
+    def run(self) -> Run | None:
+        """The domain state of the run at the summary's position (None before its first event)."""
+        run = self._run
+        if run is not None and run.version != self.last_event_id:
+            run = self._run = msgspec.structs.replace(run, version=self.last_event_id)
+        return run
 
-    def _started(self, event: ev.RunStarted) -> None:
-        self.status, self.started_at = RunStatus.RUNNING, event.timestamp
+    @property
+    def status(self) -> RunStatus:
+        """The run's status in the domain's state machine."""
+        return self._run.status if self._run is not None else RunStatus.CREATED
 
-    def _clarify_requested(self, event: ev.ClarifyRequested) -> None:
-        self.status = RunStatus.PAUSED
-        self.asked_clarify_ids.add(event.clarify_id)
-        self.current_pause = {
-            "clarifyId": event.clarify_id,
-            "nodeId": event.node_id,
-            "question": event.question,
-            "choices": list(event.choices),
-            "createdAt": iso_local(event.timestamp),
+    @property
+    def external_status(self) -> str:
+        """The external API status: CREATED, RUNNING, SUCCESS or FAILED."""
+        return EXTERNAL_STATUS[self.status]
+
+    @property
+    def cancel_requested(self) -> bool:
+        """True once a cancel was requested (also after the run was cancelled)."""
+        return self._run is not None and self._run.cancel_requested
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the engine confirmed the cancel."""
+        return self.status is RunStatus.CANCELLED
+
+    @property
+    def asked_clarify_ids(self) -> frozenset[str]:
+        """Every question the run asked."""
+        return self._run.asked_clarify_ids if self._run is not None else frozenset()
+
+    @property
+    def answered_clarify_ids(self) -> frozenset[str]:
+        """Every question that got its answer."""
+        return self._run.answered_clarify_ids if self._run is not None else frozenset()
+
+    @property
+    def current_pause(self) -> dict[str, Any] | None:
+        """The pending question as `GET state` shows it; None when the run waits for none."""
+        pending = self._run.pending_clarify if self._run is not None else None
+        if pending is None:
+            return None
+        return {
+            "clarifyId": pending.clarify_id,
+            "nodeId": pending.node_id,
+            "question": pending.question,
+            "choices": list(pending.choices),
+            "createdAt": iso_local(pending.asked_at),
         }
 
-    def _clarify_answered(self, event: ev.ClarifyAnswered) -> None:
-        self.answered_clarify_ids.add(event.clarify_id)
-        self.current_pause = None
-        if not self.status.is_terminal:
-            self.status = RunStatus.CANCEL_REQUESTED if self.cancel_requested else RunStatus.RUNNING
+    @property
+    def run_id(self) -> str | None:
+        """The run's id, 32 hex digits."""
+        return self.created.originator_id.hex if self.created is not None else None
+
+    @property
+    def workflow_id(self) -> int | None:
+        """The numeric id of the run's workflow."""
+        return self.created.workflow_id if self.created is not None else None
+
+    @property
+    def workflow_name(self) -> str:
+        """The kebab-case name of the run's workflow."""
+        return self.created.workflow_name if self.created is not None else ""
+
+    @property
+    def workflow_version(self) -> int | None:
+        """The workflow version the run executes."""
+        return self.created.workflow_version if self.created is not None else None
+
+    @property
+    def display_name(self) -> str:
+        """The workflow's display name when the run was created."""
+        return self.created.display_name if self.created is not None else ""
+
+    @property
+    def mode(self) -> str:
+        """DAG or AGENTIC ("" before the run was created)."""
+        return self.created.mode if self.created is not None else ""
+
+    @property
+    def variables(self) -> dict[str, Any]:
+        """The run's variables as the caller sent them."""
+        return self.created.variables if self.created is not None else {}
+
+    @property
+    def uploaded_files(self) -> tuple[str, ...]:
+        """Relative paths of the files uploaded with the run."""
+        return self.created.uploaded_files if self.created is not None else ()
+
+    @property
+    def ttl_hours(self) -> int | None:
+        """How long the run's workspace is kept."""
+        return self.created.ttl_hours if self.created is not None else None
+
+    @property
+    def caller_key_id(self) -> str:
+        """The key that created the run."""
+        return self.created.caller_key_id if self.created is not None else ""
+
+    @property
+    def idempotency_key(self) -> str | None:
+        """The Idempotency-Key the run was created with."""
+        return self.created.idempotency_key if self.created is not None else None
+
+    @property
+    def created_at(self) -> datetime | None:
+        """When the run was created."""
+        return self.created.timestamp if self.created is not None else None
+
+    def _created(self, event: ev.RunCreated) -> None:
+        self.created = event
+
+    def _started(self, event: ev.RunStarted) -> None:
+        self.started_at = event.timestamp
 
     def _cancel_requested(self, event: ev.RunCancelRequested) -> None:
-        self.cancel_requested, self.cancel_requested_at = True, event.timestamp
-        if not self.status.is_terminal:
-            self.status = RunStatus.CANCEL_REQUESTED
+        self.cancel_requested_at = event.timestamp
 
     def _cancelled(self, event: ev.RunCancelled) -> None:
-        self.cancelled = True
-        self._finish(RunStatus.CANCELLED, event.timestamp, error=cancel_error(event.reason))
+        self.completed_at, self.error = event.timestamp, cancel_error(event.reason)
 
     def _completed(self, event: ev.RunCompleted) -> None:
         self.outputs, self.working_dir_files = event.output, event.working_dir_files
-        self._finish(RunStatus.SUCCEEDED, event.timestamp)
+        self.completed_at, self.error = event.timestamp, None
 
     def _failed(self, event: ev.RunFailed) -> None:
-        self._finish(RunStatus.FAILED, event.timestamp, error=event.error)
-
-    def _finish(self, status: RunStatus, at: datetime, *, error: str | None = None) -> None:
-        self.status, self.completed_at, self.current_pause = status, at, None
-        self.error = error
+        self.completed_at, self.error = event.timestamp, event.error
 
     def state_view(self) -> dict[str, Any]:
         """`GET /runs/{runId}/state`: `{runId, status, currentPause}`."""
@@ -158,8 +229,6 @@ class RunSummary:
 _SUMMARY_HANDLERS: dict[type, Callable[[Any, Any], None]] = {
     ev.RunCreated: RunSummary._created,
     ev.RunStarted: RunSummary._started,
-    ev.ClarifyRequested: RunSummary._clarify_requested,
-    ev.ClarifyAnswered: RunSummary._clarify_answered,
     ev.RunCancelRequested: RunSummary._cancel_requested,
     ev.RunCancelled: RunSummary._cancelled,
     ev.RunCompleted: RunSummary._completed,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from domain import events as ev
 from domain.errors import FlowtrailError
+from domain.vocabulary import VISIT_FAILED, VISIT_RUNNING, VISIT_SKIPPED, VISIT_SUCCESS, NodeType, VisitStatus
 from projections.logs import VisitLog, iso_utc, to_json
 
 MAX_VISITS_PER_RUN = 200
@@ -20,7 +21,7 @@ class VisitNotFound(FlowtrailError):
 
 
 class Visit:
-    """One visit of a node; changed only by the index that owns it."""
+    """One visit of a node; changed only by the fold that owns it."""
 
     __slots__ = (
         "visit_uuid", "run_id", "node_id", "node_type", "node_label", "iter_seq", "sort_order",
@@ -31,18 +32,29 @@ class Visit:
     def __init__(self, event: ev.VisitStarted | ev.VisitSkipped, iter_seq: int, position: int) -> None:
         self.visit_uuid, self.node_id, self.iter_seq = event.visit_uuid, event.node_id, iter_seq
         self.run_id = event.originator_id.hex
-        self.node_type, self.node_label = event.node_type, event.node_label
+        self.node_type: NodeType = event.node_type
+        self.node_label = event.node_label
         self.sort_order, self.position = event.sort_order, position
         self.from_node_id: str | None = None
         self.from_visit_uuid: str | None = None
         self.predecessor_visit_uuids: tuple[str, ...] = ()
-        self.status = "RUNNING"
+        self.status: VisitStatus = VISIT_RUNNING
         self.output: dict[str, Any] | None = None
         self.error: str | None = None
         self.skip_reason: str | None = None
         self.started_at: datetime | None = None
         self.completed_at: datetime | None = None
         self.log = VisitLog()
+
+    @property
+    def is_open(self) -> bool:
+        """True while the visit has neither completed nor failed (nor was skipped)."""
+        return self.status == VISIT_RUNNING
+
+    @property
+    def data(self) -> Any:
+        """The `data` of the visit's output envelope (None when it has none)."""
+        return (self.output or {}).get("data")
 
     @property
     def predecessors(self) -> tuple[str, ...]:
@@ -67,16 +79,25 @@ class Visit:
         return len(self.log)
 
 
-class VisitIndex:
-    """One run's visits; `apply(event)` is the only way it changes."""
+V = TypeVar("V", bound=Visit)
 
-    def __init__(self, max_visits: int = MAX_VISITS_PER_RUN) -> None:
+
+class VisitFold(Generic[V]):
+    """One run's visits, each a `visit_type`, folded from its events: the one per-visit fold.
+
+    `apply(event)` is the only way it changes. The read side's index holds plain `Visit`s;
+    the engine's progress holds a subclass that adds what execution needs.
+    """
+
+    visit_type: type[V]
+
+    def __init__(self, max_visits: int | None = MAX_VISITS_PER_RUN) -> None:
         self.max_visits = max_visits
         self.overflowed = False
         self.run_id: str | None = None
-        self._by_uuid: dict[str, Visit] = {}
-        self._by_node: dict[str, list[Visit]] = {}
-        self._arrival: list[Visit] = []
+        self._by_uuid: dict[str, V] = {}
+        self._by_node: dict[str, list[V]] = {}
+        self._arrival: list[V] = []
 
     def apply(self, event: ev.RunEvent) -> None:
         """Fold one run event into the index."""
@@ -86,13 +107,13 @@ class VisitIndex:
         if handler is not None:
             handler(self, event)
 
-    def _open(self, event: ev.VisitStarted | ev.VisitSkipped, iter_seq: int) -> Visit | None:
+    def _open(self, event: ev.VisitStarted | ev.VisitSkipped, iter_seq: int) -> V | None:
         if event.visit_uuid in self._by_uuid:
             return None
-        if len(self._arrival) >= self.max_visits:
+        if self.max_visits is not None and len(self._arrival) >= self.max_visits:
             self.overflowed = True
             return None
-        visit = Visit(event, iter_seq, len(self._arrival))
+        visit = self.visit_type(event, iter_seq, len(self._arrival))
         self._by_uuid[visit.visit_uuid] = visit
         self._by_node.setdefault(visit.node_id, []).append(visit)
         self._arrival.append(visit)
@@ -107,9 +128,9 @@ class VisitIndex:
             visit.started_at = event.timestamp
 
     def _skipped(self, event: ev.VisitSkipped) -> None:
-        visit = self._open(event, len(self._by_node.get(event.node_id, ())) + 1)
+        visit = self._open(event, event.iter_seq or len(self._by_node.get(event.node_id, ())) + 1)
         if visit is not None:
-            visit.status = "SKIPPED"
+            visit.status = VISIT_SKIPPED
             visit.skip_reason = event.reason or None
             visit.completed_at = event.timestamp
 
@@ -126,30 +147,34 @@ class VisitIndex:
     def _completed(self, event: ev.VisitCompleted) -> None:
         visit = self._by_uuid.get(event.visit_uuid)
         if visit is not None:
-            visit.status, visit.output, visit.completed_at = "SUCCESS", event.output, event.timestamp
+            visit.status, visit.output, visit.completed_at = VISIT_SUCCESS, event.output, event.timestamp
 
     def _failed(self, event: ev.VisitFailed) -> None:
         visit = self._by_uuid.get(event.visit_uuid)
         if visit is not None:
-            visit.status, visit.output, visit.error = "FAILED", event.output, event.error
+            visit.status, visit.output, visit.error = VISIT_FAILED, event.output, event.error
             visit.completed_at = event.timestamp
             visit.log.add_error(event.error, event.timestamp)
 
     def __len__(self) -> int:
         return len(self._arrival)
 
-    def find(self, visit_uuid: str) -> Visit | None:
+    def find(self, visit_uuid: str) -> V | None:
         """The visit with this uuid, or None."""
         return self._by_uuid.get(visit_uuid)
 
-    def get(self, visit_uuid: str) -> Visit:
+    def get(self, visit_uuid: str) -> V:
         """The visit with this uuid; VisitNotFound if there is none."""
         visit = self._by_uuid.get(visit_uuid)
         if visit is None:
             raise VisitNotFound(f"visit {visit_uuid} not found", run_id=self.run_id, visit_uuid=visit_uuid)
         return visit
 
-    def visits_of(self, node_id: str) -> list[Visit]:
+    def by_uuid(self) -> Mapping[str, V]:
+        """Every visit by its uuid, in the order they began."""
+        return self._by_uuid
+
+    def visits_of(self, node_id: str) -> list[V]:
         """The visits of one node, in the order they began."""
         return list(self._by_node.get(node_id, ()))
 
@@ -157,7 +182,7 @@ class VisitIndex:
         """The visit of a node with this iterSeq (None: the last one); VisitNotFound if none."""
         return pick_visit(self._by_node.get(node_id, ()), node_id, iter_seq, self.run_id)
 
-    def in_order(self) -> list[Visit]:
+    def in_order(self) -> list[V]:
         """All visits by sortOrder (ties in the order they began)."""
         return sorted(self._arrival, key=lambda visit: visit.order)
 
@@ -167,14 +192,20 @@ class VisitIndex:
         return [visit.node_id for visit in firsts]
 
 
+class VisitIndex(VisitFold[Visit]):
+    """The read side's visit index: visits in sortOrder with iterSeq, fromNode, output and logs."""
+
+    visit_type = Visit
+
+
 # Plain functions, not bound methods: no reference cycle, so a dropped projection is freed at once.
 _INDEX_HANDLERS: dict[type, Callable[[Any, Any], None]] = {
-    ev.VisitStarted: VisitIndex._started,
-    ev.VisitSkipped: VisitIndex._skipped,
-    ev.NodeStreamed: VisitIndex._streamed,
-    ev.VisitCompleted: VisitIndex._completed,
-    ev.VisitFailed: VisitIndex._failed,
-    ev.ClarifyRequested: VisitIndex._clarify,
+    ev.VisitStarted: VisitFold._started,
+    ev.VisitSkipped: VisitFold._skipped,
+    ev.NodeStreamed: VisitFold._streamed,
+    ev.VisitCompleted: VisitFold._completed,
+    ev.VisitFailed: VisitFold._failed,
+    ev.ClarifyRequested: VisitFold._clarify,
 }
 
 

@@ -15,12 +15,13 @@ from domain import run as decide
 from domain.errors import AnswerNotJson
 from domain.events import PlannerDecided
 from domain.outputs import parse_json_answer
+from domain.vocabulary import VISIT_FAILED, VISIT_SKIPPED, VISIT_SUCCESS
 from domain.workflow import NodeDefinition, WorkflowDefinition, node_by_id, start_nodes
 from engine.execution.agent_loop import to_json
 from engine.execution.errors import CancelHalt, RunFailure, describe_llm_error
 from engine.execution.models import scripted_planner
 from engine.execution.outcomes import Completed, Failed, Paused, RunOutcome
-from engine.execution.progress import FAILED, SUCCESS, Progress, VisitProgress
+from engine.execution.progress import Progress, VisitProgress
 from engine.execution.session import RunSession
 from engine.llm import (
     SCRIPTED_ID,
@@ -88,10 +89,10 @@ def next_step(defn: WorkflowDefinition, progress: Progress) -> Step:
         return Step("visit", outputs[0], came) if outputs else Step("fail", error="the workflow has no output node")
     if last.is_open:
         return Step("resume", last.node_id, last)
-    if last.status == FAILED:
+    if last.status == VISIT_FAILED:
         return Step("fail", last.node_id, last, error=f"node {last.node_id!r} failed: {last.error}")
     node = node_by_id(defn, last.node_id)
-    if last.status == SUCCESS and node is not None and node.type == "output":
+    if last.status == VISIT_SUCCESS and node is not None and node.type == "output":
         return Step("complete", last.node_id, last)
     return Step("plan", last.node_id, last)
 
@@ -128,16 +129,17 @@ class Planner:
 
     def __init__(self, session: RunSession) -> None:
         self.session = session
-        config = session.planner
-        model_id = config.get("model_id") or session.registry.default_model_id
+        assert session.defn is not None
+        settings = session.defn.planner
+        model_id = settings.model_id or session.registry.default_model_id
         if model_id == SCRIPTED_ID:
             self.provider: LlmProvider = scripted_planner(
-                config.get("script"), skip_turns=session.progress.decisions,
+                settings.script, skip_turns=session.progress.decisions,
                 seed=f"{session.run_id}:planner", pace_seconds=session.settings.scripted_pace_seconds,
             )
         else:
             self.provider = session.registry.provider_for(model_id)
-        self.goal = str(config.get("prompt", ""))
+        self.goal = settings.prompt
 
     async def decide(self) -> tuple[str | None, str]:
         """The next node (None: finish) and the reason; RunFailure after two invalid answers."""
@@ -173,7 +175,7 @@ def check_limits(session: RunSession, node_id: str) -> None:
     limits, settings = session.defn.limits, session.settings
     per_node = min(limits.max_visits_per_node, settings.max_visits_per_node)
     per_run = min(limits.max_visits_per_run, settings.max_visits_per_run)
-    visits = [visit for visit in session.progress.visits_of(node_id) if visit.status != "SKIPPED"]
+    visits = [visit for visit in session.progress.visits_of(node_id) if visit.status != VISIT_SKIPPED]
     if len(visits) >= per_node:
         raise RunFailure(f"node {node_id!r} reached its limit of {per_node} visits")
     if session.progress.started_visits() >= per_run:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from domain.conditions import evaluate
+from domain.vocabulary import VISIT_FAILED, VISIT_SKIPPED, VISIT_SUCCESS, VisitStatus
 from domain.workflow import (
     WorkflowDefinition,
     edge_condition,
@@ -24,7 +25,7 @@ from engine.execution.outcomes import (
     Skip,
     VisitOutcome,
 )
-from engine.execution.progress import FAILED, SKIPPED, SUCCESS, Progress
+from engine.execution.progress import Progress
 from engine.execution.session import RunSession
 
 
@@ -38,23 +39,23 @@ class DagPlan:
     failed: list[str] = field(default_factory=list)
 
 
-def _edge_verdict(source_status: str | None, condition: Any, scope: dict[str, Any]) -> tuple[bool, str]:
+def _edge_verdict(source_status: VisitStatus | None, condition: Any, scope: dict[str, Any]) -> tuple[bool, str]:
     """(edge is live, why not) for an edge whose source has settled."""
-    if source_status == SKIPPED:
+    if source_status == VISIT_SKIPPED:
         return False, "was skipped"
     if condition is not None and not evaluate(condition, scope):
         return False, "condition is false"
     return True, ""
 
 
-def plan_dag(defn: WorkflowDefinition, states: Mapping[str, str], scope: dict[str, Any]) -> DagPlan:
+def plan_dag(defn: WorkflowDefinition, states: Mapping[str, VisitStatus], scope: dict[str, Any]) -> DagPlan:
     """The next step for `states` (node id -> RUNNING/SUCCESS/FAILED/SKIPPED; absent: not begun).
 
     A node runs once all its predecessors settled and at least one incoming edge is live (its
     source succeeded and its condition holds); when every incoming edge is dead it is skipped,
     which in turn kills the edges out of it. Skips cascade within one call.
     """
-    plan = DagPlan(failed=[node for node, status in states.items() if status == FAILED])
+    plan = DagPlan(failed=[node for node, status in states.items() if status == VISIT_FAILED])
     known = dict(states)
     for node_id in topological_order(defn):
         if node_id in known:
@@ -63,7 +64,7 @@ def plan_dag(defn: WorkflowDefinition, states: Mapping[str, str], scope: dict[st
         if not edges:
             plan.ready.append(node_id)
             continue
-        if any(known.get(edge.source) not in (SUCCESS, SKIPPED) for edge in edges):
+        if any(known.get(edge.source) not in (VISIT_SUCCESS, VISIT_SKIPPED) for edge in edges):
             continue
         verdicts = [(edge, *_edge_verdict(known[edge.source], edge_condition(edge), scope)) for edge in edges]
         if any(live for _, live, _ in verdicts):
@@ -71,8 +72,8 @@ def plan_dag(defn: WorkflowDefinition, states: Mapping[str, str], scope: dict[st
             continue
         reason = "; ".join(_dead_edge(edge, why) for edge, _, why in verdicts)
         plan.skips.append(Skip(node_id, reason))
-        known[node_id] = SKIPPED
-    plan.settled = all(known.get(node.id) in (SUCCESS, SKIPPED, FAILED) for node in defn.nodes)
+        known[node_id] = VISIT_SKIPPED
+    plan.settled = all(known.get(node.id) in (VISIT_SUCCESS, VISIT_SKIPPED, VISIT_FAILED) for node in defn.nodes)
     return plan
 
 
@@ -82,7 +83,7 @@ def _dead_edge(edge: Any, why: str) -> str:
     return f"condition {edge.condition.strip()!r} on the edge from {edge.source!r} is false"
 
 
-def node_states(progress: Progress) -> dict[str, str]:
+def node_states(progress: Progress) -> dict[str, VisitStatus]:
     """Each visited node's status: that of its latest visit."""
     return {visit.node_id: visit.status for visit in progress.visits.values()}
 
@@ -140,7 +141,7 @@ async def _launch_ready(session: RunSession, defn: WorkflowDefinition, progress:
         await session.skip(plan.skips)
     for node_id in plan.ready:
         came = [progress.last_of(source) for source in predecessors(defn, node_id)]
-        live = [visit for visit in came if visit is not None and visit.status == SUCCESS]
+        live = [visit for visit in came if visit is not None and visit.status == VISIT_SUCCESS]
         visit = await session.start_visit(
             session.node(node_id), iter_seq=1, came_from=live[0] if live else None,
             predecessors=tuple(visit.visit_uuid for visit in live),
@@ -155,7 +156,7 @@ def _output(defn: WorkflowDefinition, progress: Progress) -> RunOutcome:
     for node_id in topological_order(defn):
         node = node_by_id(defn, node_id)
         visit = progress.last_of(node_id)
-        if node is not None and node.type == "output" and visit is not None and visit.status == SUCCESS:
+        if node is not None and node.type == "output" and visit is not None and visit.status == VISIT_SUCCESS:
             ran = True
             if isinstance(visit.data, dict):
                 data.update(visit.data)

@@ -16,7 +16,6 @@ from typing import Any, Literal, Protocol
 from uuid import UUID
 
 from domain import run as decide
-from domain.catalogue import catalogue_stream_id
 from domain.errors import RunAlreadyFinished
 from domain.run import EXECUTING, RunStatus
 from domain.workflow import WorkflowDefinition
@@ -82,7 +81,6 @@ class Engine:
         self._cancel_events: dict[UUID, asyncio.Event] = {}
         self._locks: weakref.WeakValueDictionary[UUID, asyncio.Lock] = weakref.WeakValueDictionary()
         self._inflight: set[asyncio.Future[Any]] = set()
-        self._planners: dict[tuple[str, int], dict[str, Any]] = {}
         self._deadlines: dict[UUID, asyncio.TimerHandle] = {}
         self._expiring: set[asyncio.Task[None]] = set()
 
@@ -176,22 +174,13 @@ class Engine:
         """True while this process has a task for the run."""
         return run_id in self._tasks
 
-    async def definition(self, progress: Progress) -> tuple[WorkflowDefinition, dict[str, Any]]:
-        """The workflow version the run recorded, and its planner settings (AGENTIC)."""
+    def definition(self, progress: Progress) -> WorkflowDefinition:
+        """The workflow version the run recorded (its AGENTIC planner settings included)."""
         name, version = progress.workflow_name, progress.workflow_version
         try:
-            entry = self.workflows.version(name, version)
+            return self.workflows.version(name, version).definition
         except WorkflowNotFound:
             raise RunFailure(f"workflow {name!r} version {version} is not in the catalogue; the run cannot go on") from None
-        if entry.definition.mode != "AGENTIC":
-            return entry.definition, {}
-        key = (name, version)
-        if key not in self._planners:
-            events = await self.runs.store.read_stream(catalogue_stream_id(name))
-            raw = next((event.definition for event in events if getattr(event, "version", None) == version), {})
-            planner = raw.get("planner") if isinstance(raw, dict) else None
-            self._planners[key] = planner if isinstance(planner, dict) else {}
-        return entry.definition, self._planners[key]
 
     # ---- execution ---------------------------------------------------------------------
 

@@ -15,6 +15,8 @@ class Skip:
 
     node_id: str
     reason: str
+    iter_seq: int = 1
+    """A DAG node is visited at most once, and a skipped one never was: its skip is its first visit."""
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,20 @@
-"""How far a run got, folded from its events: the only memory the engine resumes from."""
+"""How far a run got, folded from its events: the only memory the engine resumes from.
+
+A visit's facts (status, output, iterSeq, where it came from) are folded once, by the
+visit index (`projections.visits.VisitFold`); progress adds only what execution needs:
+questions and answers, the checkpoint a visit resumes from, planner decisions, inputs.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from domain import events as ev
-
-OPEN, SUCCESS, FAILED, SKIPPED = "RUNNING", "SUCCESS", "FAILED", "SKIPPED"
+from domain.vocabulary import VISIT_SKIPPED, VISIT_SUCCESS
+from projections.visits import Visit, VisitFold
 
 
 @dataclass(frozen=True)
@@ -22,34 +27,17 @@ class Answer:
     turn: int
 
 
-@dataclass
-class VisitProgress:
-    """One visit as far as the log knows it."""
+class VisitProgress(Visit):
+    """One visit as the engine resumes it: the visit index's record, plus its questions and checkpoint."""
 
-    visit_uuid: str
-    node_id: str
-    node_type: str
-    iter_seq: int
-    sort_order: int
-    from_node_id: str | None = None
-    from_visit_uuid: str | None = None
-    status: str = OPEN
-    output: dict[str, Any] | None = None
-    error: str | None = None
-    answers: list[Answer] = field(default_factory=list)
-    asked: ev.ClarifyRequested | None = None
-    streamed_since_checkpoint: bool = False
-    tools_since_checkpoint: list[str] = field(default_factory=list)
+    __slots__ = ("answers", "asked", "streamed_since_checkpoint", "tools_since_checkpoint")
 
-    @property
-    def is_open(self) -> bool:
-        """True while the visit has neither completed nor failed."""
-        return self.status == OPEN
-
-    @property
-    def data(self) -> Any:
-        """The `data` of the visit's output envelope (None when it has none)."""
-        return (self.output or {}).get("data")
+    def __init__(self, event: ev.VisitStarted | ev.VisitSkipped, iter_seq: int, position: int) -> None:
+        super().__init__(event, iter_seq, position)
+        self.answers: list[Answer] = []
+        self.asked: ev.ClarifyRequested | None = None
+        self.streamed_since_checkpoint = False
+        self.tools_since_checkpoint: list[str] = []
 
     @property
     def turns_done(self) -> int:
@@ -67,6 +55,15 @@ class VisitProgress:
         return self.is_open and not self.waiting and self.streamed_since_checkpoint
 
 
+class ProgressVisits(VisitFold[VisitProgress]):
+    """Every visit of the run, uncapped: the engine must know each one it started."""
+
+    visit_type = VisitProgress
+
+    def __init__(self) -> None:
+        super().__init__(max_visits=None)
+
+
 @dataclass
 class Progress:
     """A run's visits, planner decisions and inputs, in log order."""
@@ -77,19 +74,25 @@ class Progress:
     variables: dict[str, Any] = field(default_factory=dict)
     uploaded_files: tuple[str, ...] = ()
     started_at: datetime | None = None
-    visits: dict[str, VisitProgress] = field(default_factory=dict)
+    index: ProgressVisits = field(default_factory=ProgressVisits)
     trail: list[VisitProgress | ev.PlannerDecided] = field(default_factory=list)
     decisions: int = 0
 
     def apply(self, event: ev.RunEvent) -> None:
-        """Fold one event."""
+        """Fold one event: the visit index first, then what only execution needs."""
+        self.index.apply(event)
         handler = _HANDLERS.get(type(event))
         if handler is not None:
             handler(self, event)
 
+    @property
+    def visits(self) -> Mapping[str, VisitProgress]:
+        """Every visit by its uuid, in the order they began (skipped ones included)."""
+        return self.index.by_uuid()
+
     def visits_of(self, node_id: str) -> list[VisitProgress]:
         """The node's visits in the order they began (skipped ones included)."""
-        return [visit for visit in self.visits.values() if visit.node_id == node_id]
+        return self.index.visits_of(node_id)
 
     def last_of(self, node_id: str) -> VisitProgress | None:
         """The node's most recent visit."""
@@ -102,14 +105,14 @@ class Progress:
 
     def started_visits(self) -> int:
         """Visits that were started (skipped ones are not counted)."""
-        return sum(visit.status != SKIPPED for visit in self.visits.values())
+        return sum(visit.status != VISIT_SKIPPED for visit in self.visits.values())
 
     def scope(self) -> dict[str, Any]:
         """What templates see: run variables, `uploadedFiles`, and each node's latest successful output data."""
         scope: dict[str, Any] = dict(self.variables)
         scope.setdefault("uploadedFiles", list(self.uploaded_files))
         for visit in self.visits.values():
-            if visit.status == SUCCESS:
+            if visit.status == VISIT_SUCCESS:
                 scope[visit.node_id] = visit.data
         return scope
 
@@ -125,22 +128,13 @@ def _started(progress: Progress, event: ev.RunStarted) -> None:
 
 
 def _visit_started(progress: Progress, event: ev.VisitStarted) -> None:
-    visit = VisitProgress(
-        event.visit_uuid, event.node_id, event.node_type, event.iter_seq, event.sort_order,
-        event.from_node_id, event.from_visit_uuid,
-    )
-    progress.visits[visit.visit_uuid] = visit
-    progress.trail.append(visit)
-
-
-def _visit_skipped(progress: Progress, event: ev.VisitSkipped) -> None:
-    iter_seq = len(progress.visits_of(event.node_id)) + 1
-    visit = VisitProgress(event.visit_uuid, event.node_id, event.node_type, iter_seq, event.sort_order, status=SKIPPED)
-    progress.visits[visit.visit_uuid] = visit
+    visit = progress.index.find(event.visit_uuid)
+    if visit is not None:
+        progress.trail.append(visit)
 
 
 def _streamed(progress: Progress, event: ev.NodeStreamed) -> None:
-    visit = progress.visits.get(event.visit_uuid)
+    visit = progress.index.find(event.visit_uuid)
     if visit is None:
         return
     visit.streamed_since_checkpoint = True
@@ -148,20 +142,8 @@ def _streamed(progress: Progress, event: ev.NodeStreamed) -> None:
         visit.tools_since_checkpoint.append(event.tool_name)
 
 
-def _completed(progress: Progress, event: ev.VisitCompleted) -> None:
-    visit = progress.visits.get(event.visit_uuid)
-    if visit is not None:
-        visit.status, visit.output = SUCCESS, event.output
-
-
-def _failed(progress: Progress, event: ev.VisitFailed) -> None:
-    visit = progress.visits.get(event.visit_uuid)
-    if visit is not None:
-        visit.status, visit.output, visit.error = FAILED, event.output, event.error
-
-
 def _asked(progress: Progress, event: ev.ClarifyRequested) -> None:
-    visit = progress.visits.get(event.visit_uuid)
+    visit = progress.index.find(event.visit_uuid)
     if visit is not None:
         visit.asked = event
 
@@ -186,10 +168,7 @@ _HANDLERS: dict[type, Any] = {
     ev.RunCreated: _created,
     ev.RunStarted: _started,
     ev.VisitStarted: _visit_started,
-    ev.VisitSkipped: _visit_skipped,
     ev.NodeStreamed: _streamed,
-    ev.VisitCompleted: _completed,
-    ev.VisitFailed: _failed,
     ev.ClarifyRequested: _asked,
     ev.ClarifyAnswered: _answered,
     ev.PlannerDecided: _decided,

@@ -51,7 +51,6 @@ from engine.workspace.directory import Workspace
 logger = logging.getLogger("flowtrail.engine")
 
 RUN_OK = "工作流执行成功"
-Definition = tuple[WorkflowDefinition, dict[str, Any]]
 ModeRunner = Callable[["RunSession"], Awaitable[RunOutcome]]
 
 
@@ -78,7 +77,6 @@ class RunSession:
         self.progress = progress
         self.cancel_event = cancel_event
         self.defn: WorkflowDefinition | None = None
-        self.planner: dict[str, Any] = {}
 
     @property
     def settings(self) -> EngineSettings:
@@ -112,11 +110,11 @@ class RunSession:
 
     # ---- the whole run -------------------------------------------------------------
 
-    async def execute(self, definition: Callable[[], Awaitable[Definition]]) -> RunOutcome:
+    async def execute(self, definition: Callable[[], WorkflowDefinition]) -> RunOutcome:
         """Run the workflow (its recorded version, from `definition`) from where the log stands to an outcome."""
         try:
             self.check_cancel()
-            self.defn, self.planner = await definition()
+            self.defn = definition()
             remaining = self._time_left()
             if remaining <= 0:
                 return Failed(self._timeout_error())
@@ -198,7 +196,7 @@ class RunSession:
         decisions: list[Any] = []
         for item in skips:
             node, visit_uuid = self.node(item.node_id), str(uuid4())
-            decisions.append(partial(_skip, visit_uuid=visit_uuid, node=node, reason=item.reason))
+            decisions.append(partial(_skip, visit_uuid=visit_uuid, node=node, iter_seq=item.iter_seq, reason=item.reason))
             decisions.append(partial(decide.record_visit, visit_uuid=visit_uuid, node_id=node.id))
         await self.decide(*decisions)
 
@@ -303,8 +301,8 @@ class RunSession:
             return None
 
 
-def _skip(run: Any, at: Any, *, visit_uuid: str, node: NodeDefinition, reason: str) -> Any:
+def _skip(run: Any, at: Any, *, visit_uuid: str, node: NodeDefinition, iter_seq: int, reason: str) -> Any:
     return decide.skip_visit(
         run, at, visit_uuid=visit_uuid, node_id=node.id, node_type=node.type, node_label=node.label or node.id,
-        sort_order=run.visit_count + 1, reason=reason,
+        iter_seq=iter_seq, sort_order=run.visit_count + 1, reason=reason,
     )

@@ -161,6 +161,7 @@ async def test_starting_a_finished_run_is_still_run_already_started(api, client)
 async def test_starting_a_run_cancelled_before_it_started_is_run_already_finished(api, client):
     run_id = await create(client)
     await client.post(f"{BASE}/{run_id}/cancel")
+    error_of(await client.post(f"{BASE}/{run_id}/start"), 410, "RUN_ALREADY_FINISHED")
     await confirm_cancel(api.services, UUID(run_id))
     error_of(await client.post(f"{BASE}/{run_id}/start"), 410, "RUN_ALREADY_FINISHED")
 
@@ -409,6 +410,16 @@ async def test_a_resume_with_an_unknown_clarify_id_or_before_the_run_started_is_
     created = await create(client)
     error_of(await client.post(f"/api/v1/runs/{created}/resume", json={"clarifyId": "clar-5678", "answer": "a"}),
              404, "CLARIFY_NOT_FOUND")
+
+
+async def test_a_repeated_answer_after_the_run_finished_is_still_clarify_already_answered(api, client):
+    run_id, _ = await asked(api, client)
+    body = {"clarifyId": "clar-5678", "answer": "v2.0"}
+    await client.post(f"/api/v1/runs/{run_id}/resume", json=body)
+    await fail(api.services, UUID(run_id), "stopped")
+    error_of(await client.post(f"/api/v1/runs/{run_id}/resume", json=body), 409, "CLARIFY_ALREADY_ANSWERED")
+    error_of(await client.post(f"/api/v1/runs/{run_id}/resume", json={"clarifyId": "clar-0", "answer": "a"}),
+             410, "RUN_ALREADY_FINISHED")
 
 
 async def test_a_resume_of_a_finished_run_is_run_already_finished(api, client):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from domain import events as ev
-from domain.errors import GraphInvalid, RunAlreadyFinished, RunAlreadyStarted
+from domain.errors import GraphInvalid, RunAlreadyStarted
 from domain.run import RunStatus
 from tests.support.engine_runs import (
     chunks,
@@ -86,6 +86,7 @@ async def test_a_false_condition_skips_the_node_and_every_node_only_reachable_th
     }
     recorded = {e.visit_uuid for e in of_type(events, ev.VisitRecorded)}
     assert {e.visit_uuid for e in of_type(events, ev.VisitSkipped)} <= recorded
+    assert {e.iter_seq for e in of_type(events, ev.VisitSkipped)} == {1}
     assert of_type(events, ev.RunCompleted)[0].output["data"] == {"action": "short"}
 
 
@@ -179,14 +180,14 @@ async def test_a_required_input_that_is_missing_fails_the_first_visit(services):
     assert of_type(events, ev.VisitFailed)[0].error == "required input(s) not given: topic"
 
 
-async def test_a_run_cannot_be_started_twice_nor_after_it_finished(services):
+async def test_a_run_cannot_be_started_twice_and_is_still_already_started_after_it_finished(services):
     await services.catalogue.publish(workflow("slow", [node("work", "llm", model_id="scripted", script=[
         [{"sleep": 0.2}, {"text": "ok"}]]), OUT], [edge("work", "out")]))
     run_id = await start(services, "slow")
     with pytest.raises(RunAlreadyStarted):
         await services.engine.start(run_id)
     await wait_until(services, run_id)
-    with pytest.raises(RunAlreadyFinished):
+    with pytest.raises(RunAlreadyStarted):
         await services.engine.start(run_id)
     assert len(of_type(await events_of(services, run_id), ev.RunStarted)) == 1
 

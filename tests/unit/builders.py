@@ -84,12 +84,13 @@ class RunLog:
         self._add(ev.VisitFailed, visit_uuid=uuid, node_id=self._node_of[uuid], error=error, output=output)
         return self
 
-    def skip(self, node_id: str, uuid: str | None = None, reason: str = "") -> str:
-        """VisitSkipped. Returns the visit uuid."""
+    def skip(self, node_id: str, uuid: str | None = None, reason: str = "", iter_seq: int | None = None) -> str:
+        """VisitSkipped (`iter_seq` None: as stored before skips recorded it). Returns the visit uuid."""
         uuid = uuid or f"v{len(self._node_of) + 1}"
         self._visits_of[node_id] = self._visits_of.get(node_id, 0) + 1
+        recorded = {} if iter_seq is None else {"iter_seq": iter_seq}
         self._add(ev.VisitSkipped, visit_uuid=uuid, node_id=node_id, node_type="llm", node_label=node_id,
-                  sort_order=len(self._node_of) + 1, reason=reason)
+                  sort_order=len(self._node_of) + 1, reason=reason, **recorded)
         self._node_of[uuid] = node_id
         return uuid
 

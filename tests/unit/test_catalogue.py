@@ -17,8 +17,10 @@ from domain.catalogue import (
     evolve_entry,
     fold_entry,
     publish_workflow,
+    recorded_workflow,
 )
 from domain.errors import GraphInvalid, IllegalTransition
+from domain.workflow import PlannerSettings
 
 T1 = datetime(2025, 1, 1, tzinfo=UTC)
 T2 = datetime(2025, 1, 2, tzinfo=UTC)
@@ -117,3 +119,16 @@ def test_events_round_trip_through_json_with_a_stable_type_tag():
 
 def test_the_event_types_tuple_lists_every_catalogue_event():
     assert CATALOGUE_EVENT_TYPES == (WorkflowPublished,)
+
+
+def test_a_version_published_before_planner_settings_were_checked_still_folds_with_default_settings():
+    agentic = {**DEFINITION, "mode": "AGENTIC", "edges": [], "planner": {"model_id": 5, "prompt": "x"}}
+    stored = msgspec.structs.replace(published(), definition=agentic)
+    entry = fold_entry([stored])
+    assert entry is not None and entry.definition.planner == PlannerSettings()
+    assert entry.definition.mode == "AGENTIC"
+
+
+def test_any_other_flaw_of_a_recorded_definition_is_still_refused():
+    with pytest.raises(GraphInvalid):
+        recorded_workflow({**DEFINITION, "mode": "PIPELINE", "planner": {}})

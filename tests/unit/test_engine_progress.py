@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import msgspec
+
 from domain import events as ev
 from engine.execution.progress import fold_progress
-from tests.unit.builders import RunLog
+from engine.store.event_store import STORED_EVENT_TYPES
+from engine.store.mapper import MsgspecMapper
+from projections.visits import Visit, VisitIndex
+from tests.unit.builders import RunLog, fold
 
 
 def asked(log: RunLog, uuid: str, clarify_id: str, turn: int) -> None:
@@ -51,3 +58,27 @@ def test_the_trail_keeps_visits_and_decisions_in_log_order_and_counts_decisions(
     progress = fold_progress(log.events)
     assert [getattr(item, "node_id", None) or item.next_node_id for item in progress.trail] == ["input", "draft"]
     assert progress.decisions == 1 and progress.started_visits() == 1
+
+
+def test_a_skipped_visit_has_the_iter_seq_its_event_recorded_and_old_skips_count_the_nodes_visits():
+    log = RunLog().created().started()
+    log.complete(log.visit("other"), {})
+    recorded, old = log.skip("other", iter_seq=5), log.skip("other")
+    visits = fold_progress(log.events).visits
+    assert (visits[recorded].iter_seq, visits[old].iter_seq) == (5, 3)
+
+
+def test_progress_and_the_visit_index_see_every_visit_of_the_recorded_logs_alike():
+    mapper = MsgspecMapper(STORED_EVENT_TYPES)
+    for path in sorted((Path(__file__).parent.parent / "fixtures" / "logs").glob("*.jsonl")):
+        rows = [msgspec.json.decode(line) for line in path.read_bytes().splitlines()]
+        events = [mapper.decode_state(msgspec.json.encode(row["state"])) for row in rows]
+        for run_id in dict.fromkeys(e.originator_id for e in events if isinstance(e, ev.RunEvent)):
+            run_events = [e for e in events if isinstance(e, ev.RunEvent) and e.originator_id == run_id]
+            index, progress = fold(VisitIndex(), run_events), fold_progress(run_events)
+            assert [facts(v) for v in progress.visits.values()] == [facts(v) for v in index.by_uuid().values()]
+
+
+def facts(visit: Visit) -> tuple:
+    return (visit.visit_uuid, visit.node_id, visit.iter_seq, visit.sort_order, visit.status, visit.output,
+            visit.error, visit.from_node_id, visit.from_visit_uuid)

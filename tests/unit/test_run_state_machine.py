@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 from uuid import uuid4
 
 import pytest
@@ -19,7 +20,7 @@ from domain.errors import (
 from domain.run import RunStatus, evolve, fold
 
 AT = datetime(2026, 7, 1, tzinfo=UTC)
-FLOW = dict(workflow_id=1, workflow_name="demo", workflow_version=1, display_name="Demo", mode="DAG")
+FLOW: dict[str, Any] = dict(workflow_id=1, workflow_name="demo", workflow_version=1, display_name="Demo", mode="DAG")
 
 
 def created():
@@ -110,9 +111,41 @@ def test_a_run_that_completed_before_the_cancel_took_effect_stays_completed():
 
 def test_nothing_can_happen_to_a_finished_run():
     run = apply(running(), lambda s, at: r.fail_run(s, at, error="boom"))
-    for decide in (r.start_run, r.request_cancel, lambda s, at: r.fail_run(s, at, error="again")):
+    for decide in (r.request_cancel, lambda s, at: r.fail_run(s, at, error="again")):
         with pytest.raises(RunAlreadyFinished):
             decide(run, AT)
+
+
+def test_a_start_of_a_run_that_was_started_is_already_started_even_once_it_has_finished():
+    run = apply(running(), lambda s, at: r.fail_run(s, at, error="boom"))
+    with pytest.raises(RunAlreadyStarted):
+        r.check_startable(run)
+    with pytest.raises(RunAlreadyStarted):
+        r.start_run(run, AT)
+
+
+def test_a_start_of_a_run_cancelled_before_it_was_started_is_already_finished():
+    asked_to_stop = apply(created(), r.request_cancel)
+    for run in (asked_to_stop, apply(asked_to_stop, r.cancel_run)):
+        with pytest.raises(RunAlreadyFinished):
+            r.start_run(run, AT)
+
+
+def answered_then_failed():
+    run = with_visit(running())
+    return apply(run, lambda s, at: r.request_clarify(s, at, clarify_id="c1", visit_uuid="v1", node_id="n",
+                                                      question="Which?"),
+                 lambda s, at: r.answer_clarify(s, at, clarify_id="c1", answer="a"),
+                 lambda s, at: r.fail_run(s, at, error="boom"))
+
+
+def test_an_answer_is_checked_for_already_answered_first_then_a_finished_run_then_an_unknown_question():
+    with pytest.raises(ClarifyAlreadyAnswered):
+        r.check_answerable(answered_then_failed(), "c1")
+    with pytest.raises(RunAlreadyFinished):
+        r.check_answerable(answered_then_failed(), "c-unknown")
+    with pytest.raises(ClarifyNotFound):
+        r.check_answerable(created(), "c1")
 
 
 def test_positions_increase_by_one_per_event():
@@ -128,3 +161,12 @@ def test_positions_increase_by_one_per_event():
 def test_a_log_must_begin_with_run_created():
     with pytest.raises(IllegalTransition):
         evolve(None, r.start_run(created(), AT))
+
+
+def test_a_skip_records_which_visit_of_the_node_it_is():
+    skip = r.skip_visit(running(), AT, visit_uuid="s1", node_id="n", node_type="llm", node_label="N",
+                        iter_seq=2, sort_order=1, reason="branch not taken")
+    assert (skip.iter_seq, skip.reason) == (2, "branch not taken")
+    with pytest.raises(IllegalTransition):
+        r.skip_visit(running(), AT, visit_uuid="s1", node_id="n", node_type="llm", node_label="N",
+                     iter_seq=0, sort_order=1)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from domain.run import RunStatus
+from domain.run import fold as domain_fold
 from projections.summary import RunSummary, node_list, summarize
 from projections.visits import VisitIndex
 from tests.unit.builders import RUN_ID, RunLog, fold
@@ -117,3 +119,22 @@ def test_the_node_list_shows_each_node_by_its_last_visit_with_all_logs_counted()
         "nodeId": "B", "nodeType": "agent", "label": "B", "status": "SUCCESS",
         "output": {"status": 200, "message": "调用成功", "data": {"result": "again"}}, "error": None, "logsCount": 4,
     }
+
+
+def test_the_summary_holds_the_domain_run_folded_from_the_same_events():
+    run = RunLog().created().started()
+    a = run.visit("A")
+    run.stream(a, "thinking", "想").ask(a, "clar-1", "?").answer("clar-1", "x").stream(a, "status", "s")
+    run.complete(a, {"r": 1}).request_cancel("user").cancel("user")
+    summary = summarize(run.events)
+    assert summary.run is not None and summary.run == domain_fold(run.events)
+    assert (summary.status, summary.cancel_requested, summary.cancelled) == (RunStatus.CANCELLED, True, True)
+    assert summary.answered_clarify_ids == summary.run.answered_clarify_ids == {"clar-1"}
+
+
+def test_the_summary_reads_the_pause_from_the_domain_runs_pending_question():
+    run = RunLog().created().started()
+    run.ask(run.visit("A"), "clar-1", "哪个版本?", ("v1", "v2"))
+    summary = summarize(run.events)
+    pending, pause = summary.run.pending_clarify if summary.run else None, summary.current_pause
+    assert pending is not None and pause is not None and pending.clarify_id == pause["clarifyId"] == "clar-1"

@@ -63,6 +63,20 @@ def test_a_failed_visit_keeps_its_error_and_logs_it_last():
     assert [(e["type"], e["message"]) for e in visit.logs] == [("STATUS", "压缩上下文中"), ("ERROR", "boom")]
 
 
+def test_a_skipped_visit_has_the_iter_seq_its_event_recorded():
+    run = RunLog().created().started()
+    run.complete(run.visit("S"), {})
+    s = run.skip("S", iter_seq=7)
+    assert index_of(run).get(s).iter_seq == 7
+
+
+def test_a_skip_stored_before_skips_recorded_their_iter_seq_counts_the_nodes_visits_before_it():
+    run = RunLog().created().started()
+    run.complete(run.visit("S"), {})
+    s = run.skip("S")
+    assert index_of(run).get(s).iter_seq == 2
+
+
 def test_a_skipped_node_is_a_visit_with_status_skipped():
     run = RunLog().created().started()
     s = run.skip("S", reason="branch not taken")

@@ -1,6 +1,7 @@
 """Workflow definitions: decoding, validation that reports every problem, graph helpers."""
 
 import json
+import re
 
 import pytest
 
@@ -8,6 +9,7 @@ from domain.errors import GraphInvalid
 from domain.workflow import (
     EdgeDefinition,
     Limits,
+    PlannerSettings,
     WorkflowInput,
     WorkflowOutput,
     check_workflow,
@@ -332,3 +334,31 @@ def test_a_blank_edge_condition_means_no_condition():
     assert validate_workflow(defn) == []
     assert edge_condition(defn.edges[2]) is None
     assert edge_condition(defn.edges[1]) is not None
+
+
+def planned(**overrides) -> dict:
+    return dag(mode="AGENTIC", edges=[], **overrides)
+
+
+def test_planner_settings_are_part_of_the_definition_with_defaults():
+    assert workflow_from_dict(planned()).planner == PlannerSettings(model_id=None, prompt="", script=None)
+    script = [[{"text": '{"nextNodeId": null, "reason": "done"}'}]]
+    defn = workflow_from_dict(planned(planner={"model_id": "scripted", "prompt": "Be brief.", "script": script}))
+    assert defn.planner == PlannerSettings(model_id="scripted", prompt="Be brief.", script=script)
+
+
+@pytest.mark.parametrize("planner, message", [
+    ("fast", "Expected `object`, got `str` - at `$.planner`"),
+    ({"model_id": 5}, "Expected `str | null`, got `int` - at `$.planner.model_id`"),
+    ({"prompt": ["a"]}, "Expected `str`, got `array` - at `$.planner.prompt`"),
+    ({"script": "turn"}, "Expected `array | null`, got `str` - at `$.planner.script`"),
+])
+def test_malformed_planner_settings_are_refused_at_publication_saying_where(planner, message):
+    with pytest.raises(GraphInvalid, match=re.escape(message)):
+        check_workflow(workflow_from_dict(planned(planner=planner)))
+
+
+def test_a_blank_planner_model_is_a_problem():
+    assert problems_of(planned(planner={"model_id": " "})) == [
+        "planner.model_id must name a model (leave it out for the default model)"
+    ]
