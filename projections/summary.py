@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -14,7 +14,8 @@ from projections.logs import iso_local, iso_utc
 from projections.sse import cancel_error, produces_sse_message
 from projections.visits import VisitIndex
 
-EXTERNAL_STATUS = {
+ExternalStatus = Literal["CREATED", "RUNNING", "SUCCESS", "FAILED"]
+EXTERNAL_STATUS: dict[RunStatus, ExternalStatus] = {
     RunStatus.CREATED: "CREATED",
     RunStatus.RUNNING: "RUNNING",
     RunStatus.PAUSED: "RUNNING",
@@ -71,7 +72,7 @@ class RunSummary:
         return self._run.status if self._run is not None else RunStatus.CREATED
 
     @property
-    def external_status(self) -> str:
+    def external_status(self) -> ExternalStatus:
         """The external API status: CREATED, RUNNING, SUCCESS or FAILED."""
         return EXTERNAL_STATUS[self.status]
 
