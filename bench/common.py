@@ -14,7 +14,7 @@ Three kinds of process take part in a bench, all on loopback:
   time embedded in its content.
 
 Every host records, for each event of a watched run, the wall-clock time at which the
-writer's save returned (it wraps the store's synchronous `EventStore.append`, which returns
+writer's save returned (it wraps the store's synchronous `EventStore.append_to_stream`, which returns
 once the transaction committed), so a frame's delay is `arrival - saved[id]`, both from
 `time.time()` on this machine. Step chunks also carry `t` = `time.time()` when the chunk was handed to the
 writer (before the coalescing window), so `arrival - t` is the delay a token sees end to end.
@@ -581,19 +581,19 @@ async def serve_commands(handlers: dict[str, Handler], ready: dict[str, Any]) ->
 class SaveRecorder:
     """Wall-clock time at which each event of a watched run was durably saved.
 
-    It wraps the synchronous `EventStore.append` that `AsyncEventStore` runs on a worker thread, so the
-    time is taken the moment the store's save returned (the transaction committed), before
-    the writer's coroutine resumes and publishes the events. It also wraps `AsyncEventStore.append`
-    for an append path that does not go through `EventStore` (then the time is taken when the
-    awaited append returns).
+    It wraps the synchronous `EventStore.append_to_stream` that `AsyncEventStore` runs on a
+    worker thread, so the time is taken the moment the store's save returned (the transaction
+    committed), before the writer's coroutine resumes and publishes the events. It also wraps
+    `AsyncEventStore.append_to_stream` for an append path that does not go through `EventStore`
+    (then the time is taken when the awaited append returns).
     """
 
     def __init__(self, alog: Any) -> None:
         self.watched: dict[Any, dict[int, float]] = {}
         self._sync_append = alog.sync.append_to_stream
-        self._async_append = alog.append
+        self._async_append = alog.append_to_stream
         alog.sync.append_to_stream = self.sync_append
-        alog.append = self.async_append
+        alog.append_to_stream = self.async_append
 
     def _mark(self, events: Any, now: float) -> None:
         for event in events:
