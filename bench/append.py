@@ -33,7 +33,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Self
 
-from bench.common import NODE_ID, Fleet, bench_main, median, open_run_visit, print_table, verdict
+from bench.cli import bench_main
+from bench.figures import median, print_table, verdict
+from bench.fleet import Fleet
+from bench.names import NODE_ID
+from bench.service import open_run_visit
 
 TARGET_RATIO = 0.5
 BATCH = 512

@@ -45,16 +45,11 @@ from litestar import Litestar
 
 from api.app import create_app
 from api.context import ContextQueryController
-from bench.common import (
-    FLOW,
-    Fleet,
-    bench_main,
-    free_port,
-    ms,
-    percentile,
-    print_table,
-    verdict,
-)
+from bench.cli import bench_main
+from bench.figures import ms, percentile, print_table, verdict
+from bench.fleet import Fleet
+from bench.machine import free_port
+from bench.names import FLOW
 from domain import run as decide
 from engine.bootstrap import Services, build_services
 from engine.context.views import ColdIndexes

@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from bench.common import Store, bench_main, ms, percentile, print_table
+from bench.cli import bench_main
+from bench.figures import ms, percentile, print_table
+from bench.stores import Store
 from domain import events as ev
 from engine.bootstrap import Services, build_services, tune_collector
 from engine.settings import ContextSettings, EngineSettings, Settings, StoreSettings

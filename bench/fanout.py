@@ -27,20 +27,13 @@ import argparse
 import time
 from typing import Any
 
-from bench.common import (
-    Fleet,
-    Frames,
-    Worker,
-    bench_main,
-    chunk_delays,
-    cpu_seconds,
-    ms,
-    percentile,
-    print_table,
-    save_delays,
-    stream_path,
-    verdict,
-)
+from bench.channel import Worker
+from bench.cli import bench_main
+from bench.figures import ms, percentile, print_table, verdict
+from bench.fleet import Fleet
+from bench.frames import Frames, chunk_delays, save_delays
+from bench.machine import cpu_seconds
+from bench.names import stream_path
 
 TARGET_RATE = 50_000.0
 

@@ -1,6 +1,6 @@
 """Memory: server RSS growth per retained event after 100 runs of 1,000 events.
 
-The server is a subprocess (`python -m bench.common host`, built from FLOWTRAIL_* like
+The server is a subprocess (`python -m bench.host`, built from FLOWTRAIL_* like
 `flowtrail serve`); its RSS is read from /proc/<pid>/status (VmRSS; VmHWM is the peak). The
 hot buffer is bounded (FLOWTRAIL_HOT_BUFFER_MESSAGES, default 10,000 frames a run) and
 FLOWTRAIL_HOT_RETENTION_SECONDS is low (2 s), so finished runs leave memory within seconds
@@ -28,7 +28,12 @@ import asyncio
 import time
 from typing import Any
 
-from bench.common import Fleet, Worker, bench_main, print_table, rss_kib, stream_path
+from bench.channel import Worker
+from bench.cli import bench_main
+from bench.figures import print_table
+from bench.fleet import Fleet
+from bench.machine import rss_kib
+from bench.names import stream_path
 
 COLUMNS = [
     "store",

@@ -25,16 +25,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from bench.common import (
-    Fleet,
-    Worker,
-    bench_main,
-    median,
-    ms,
-    print_table,
-    stream_path,
-    verdict,
-)
+from bench.channel import Worker
+from bench.cli import bench_main
+from bench.figures import median, ms, print_table, verdict
+from bench.fleet import Fleet
+from bench.names import stream_path
 
 TARGET_LAST_MS = 50.0
 TARGET_FIRST_MS = 5.0

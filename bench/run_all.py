@@ -17,7 +17,10 @@ import time
 from typing import Any
 
 from bench import append, fanout, memory, reconnect, sse_delivery
-from bench.common import ROOT, _run, print_table, store_kinds, wait_quiet
+from bench.cli import run_loop, store_kinds
+from bench.figures import print_table
+from bench.machine import wait_quiet
+from bench.names import ROOT
 
 
 def environment() -> dict[str, Any]:
@@ -40,7 +43,7 @@ def environment() -> dict[str, Any]:
     try:
         import psycopg
 
-        from bench.common import PG_BASE
+        from bench.stores import PG_BASE
 
         with psycopg.connect(PG_BASE, connect_timeout=3) as conn:
             row = conn.execute("SHOW server_version").fetchone()
@@ -149,7 +152,7 @@ def main() -> None:
     async def go() -> None:
         box.update(await run_all(store_kinds(args.store), args.quick))
 
-    _run(go())
+    run_loop(go())
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(box, fh, indent=1, default=str)

@@ -26,19 +26,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from bench.common import (
-    Fleet,
-    Frames,
-    Worker,
-    bench_main,
-    chunk_delays,
-    ms,
-    percentile,
-    print_table,
-    save_delays,
-    stream_path,
-    verdict,
-)
+from bench.channel import Worker
+from bench.cli import bench_main
+from bench.figures import ms, percentile, print_table, verdict
+from bench.fleet import Fleet
+from bench.frames import Frames, chunk_delays, save_delays
+from bench.names import stream_path
 
 TARGET_RATE = 15_000.0
 TARGET_P99_MS = 50.0
