@@ -37,7 +37,7 @@ from bench.cli import bench_main
 from bench.figures import median, print_table, verdict
 from bench.fleet import Fleet
 from bench.names import NODE_ID
-from bench.service import open_run_visit
+from bench.service import Service, settings_for
 
 TARGET_RATIO = 0.5
 BATCH = 512
@@ -138,10 +138,9 @@ class SqliteRaw:
         self.conn.close()
 
 
-async def writer_round(services: Any, kind: str, chunks: int) -> dict[str, float]:
+async def writer_round(service: Service, kind: str, chunks: int) -> dict[str, float]:
     """Chunks/s and events/s of one run's writer: stream `chunks` chunks, flush."""
-
-    run_id, writer, visit = await open_run_visit(services)
+    run_id, writer, visit = await service.open_run_visit()
     v0 = writer.run.version
     stream = writer.stream
     sleep = asyncio.sleep
@@ -154,30 +153,20 @@ async def writer_round(services: Any, kind: str, chunks: int) -> dict[str, float
     await writer.flush()
     elapsed = time.perf_counter() - t0
     events = writer.run.version - v0
-    await services.runs.release(run_id)
-    services.hub.evict_idle(now=time.monotonic() + 1e9)
+    await service.release(run_id)
+    service.evict_idle()
     return {"elapsed": elapsed, "events": events}
 
 
 async def bench_store(
     fleet: Fleet, kind: str, chunks: int, rounds: int
 ) -> list[dict[str, Any]]:
-    from engine.bootstrap import build_services, tune_collector
-    from engine.settings import Settings, StoreSettings
-
     store = fleet.store(kind)
-    settings = Settings(
-        data_dir=fleet.workdir / "data",
-        store=StoreSettings(database_url=store.url),
-        load_demos=False,
-    )
-    services = build_services(settings)
-    await services.start()
-    tune_collector()  # as the server does at start-up
-    mapper = services.store.mapper
+    service = Service(settings_for(store, fleet.workdir / "data", load_demos=False))
     rows_out: list[dict[str, Any]] = []
-    try:
-        raw_pg = PgRaw(services.store.location) if kind == "postgres" else None
+    async with service.running():
+        mapper = service.store.mapper
+        raw_pg = PgRaw(service.store.location) if kind == "postgres" else None
         raw_lite = SqliteRaw(fleet.workdir / "raw.db") if kind == "sqlite" else None
         if raw_pg is not None:
             await raw_pg.__aenter__()
@@ -186,7 +175,7 @@ async def bench_store(
             raw_batched: list[float] = []
             writer_rates: list[float] = []
             writer_events: list[float] = []
-            await writer_round(services, chunk_kind, min(chunks, 2000))  # warm-up
+            await writer_round(service, chunk_kind, min(chunks, 2000))  # warm-up
             for _ in range(rounds):
                 rows = _rows(mapper, chunk_kind, chunks)
                 if raw_pg is not None:
@@ -202,7 +191,7 @@ async def bench_store(
                         chunks
                         / raw_lite.write(_rows(mapper, chunk_kind, chunks), BATCH)
                     )
-                got = await writer_round(services, chunk_kind, chunks)
+                got = await writer_round(service, chunk_kind, chunks)
                 writer_rates.append(chunks / got["elapsed"])
                 writer_events.append(got["events"] / got["elapsed"])
             ratio = median(writer_rates) / median(raw_one)
@@ -225,8 +214,6 @@ async def bench_store(
             await raw_pg.__aexit__()
         if raw_lite is not None:
             raw_lite.close()
-    finally:
-        await services.close()
     return rows_out
 
 

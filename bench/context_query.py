@@ -37,23 +37,18 @@ import json
 import socket
 import time
 import uuid
-from dataclasses import replace
 from typing import Any
 
-import uvicorn
 from litestar import Litestar
 
-from api.app import create_app
 from api.context import ContextQueryController
 from bench.cli import bench_main
 from bench.figures import ms, percentile, print_table, verdict
 from bench.fleet import Fleet
 from bench.machine import free_port
-from bench.names import FLOW
+from bench.service import Service, settings_for
 from domain import run as decide
-from engine.bootstrap import Services, build_services
 from engine.context.views import ColdIndexes
-from engine.settings import Settings, StoreSettings
 
 VISITS = 50
 TARGET_NODE = "N25"
@@ -66,12 +61,9 @@ QUERIES = {
 }
 
 
-async def build_run(services: Services) -> tuple[uuid.UUID, str]:
+async def build_run(service: Service) -> tuple[uuid.UUID, str]:
     """The 50-visit chain; returns (run id, the asking visit's uuid)."""
-    created = await services.runs.create(caller_key_id="bench", **FLOW)
-    run_id = created.originator_id
-    writer = await services.runs.writer(run_id)
-    await writer.decide(decide.start_run)
+    run_id, writer = await service.started_run()
     previous: str | None = None
     for i in range(VISITS):
         node, visit = f"N{i}", uuid.uuid4().hex
@@ -177,37 +169,26 @@ def cold_folds(app: Litestar) -> ColdIndexes:
 
 async def bench_store(fleet: Fleet, kind: str, requests: int, warmup: int, first_reads: int) -> list[dict[str, Any]]:
     """Serve one store; measure from memory, from the store (caught up), and first reads from the store (full fold)."""
-    store = fleet.store(kind)
-    settings = replace(Settings(), port=free_port(), data_dir=fleet.workdir / f"data-{kind}",
-                       store=StoreSettings(database_url=store.url), load_demos=False)
-    services = build_services(settings)
-    app = create_app(services)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=settings.port, log_level="warning",
-                                           lifespan="on"))
-    serving = asyncio.create_task(server.serve())
-    while not server.started:
-        await asyncio.sleep(0.01)
-    try:
-        run_id, asker = await build_run(services)
+    settings = settings_for(fleet.store(kind), fleet.workdir / f"data-{kind}", port=free_port(), load_demos=False)
+    async with Service(settings).serving() as service:
+        run_id, asker = await build_run(service)
 
         async def timed(ids: list[uuid.UUID], count: int, source: str) -> dict[str, tuple[list[float], bytes]]:
-            askers = [(services.tokens.issue(i, asker), i.hex) for i in ids]
+            askers = [(service.issue_token(i, asker), i.hex) for i in ids]
             gc.collect()
             try:
                 return await asyncio.to_thread(measure, settings.port, askers, count, warmup, source)
             finally:
                 for i in ids:
-                    services.tokens.invalidate_visit(i, asker)
+                    service.invalidate_tokens(i, asker)
 
         figures = {"memory": await timed([run_id], requests, "memory")}
-        await services.runs.release(run_id)
-        services.hub.runs.pop(run_id)
+        await service.release(run_id)
+        service.forget(run_id)
         figures["store"] = await timed([run_id], requests, "store")
-        cold_folds(app).max_runs = 0
+        assert service.app is not None
+        cold_folds(service.app).max_runs = 0
         figures["store, first read"] = await timed([run_id], first_reads, "store")
-    finally:
-        server.should_exit = True
-        await serving
     rows = []
     for name in QUERIES:
         for source, measured in figures.items():

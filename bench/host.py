@@ -27,7 +27,8 @@ from typing import Any
 from bench.channel import Handler, serve_commands
 from bench.cli import run_loop
 from bench.names import NODE_ID
-from bench.service import open_run_visit
+from bench.service import Service
+from engine.settings import Settings
 
 
 class SaveRecorder:
@@ -79,9 +80,9 @@ class SaveRecorder:
 class HostCommands:
     """What a host does on command: create runs, stream chunks, finish, evict, report."""
 
-    def __init__(self, services: Any) -> None:
-        self.services = services
-        self.recorder = SaveRecorder(services.store)
+    def __init__(self, service: Service) -> None:
+        self.service = service
+        self.recorder = SaveRecorder(service.store)
         self._baseline: Any = None
 
     def handlers(self) -> dict[str, Handler]:
@@ -104,7 +105,7 @@ class HostCommands:
     async def new_run(
         self, emit: Any, record: bool = True, node_id: str = NODE_ID
     ) -> dict[str, Any]:
-        run_id, writer, visit = await open_run_visit(self.services, node_id)
+        run_id, writer, visit = await self.service.open_run_visit(node_id)
         if record:
             self.recorder.watched[run_id] = {}
         return {"run": run_id.hex, "visit": visit, "version": writer.run.version}
@@ -124,7 +125,7 @@ class HostCommands:
     ) -> dict[str, Any]:
         """Hand `n` chunks to the run's writer as fast as the loop allows (or `rate` a second), then flush."""
         run_id = uuid.UUID(run)
-        writer = await self.services.runs.writer(run_id)
+        writer = await self.service.writer(run_id)
         stream = writer.stream
         sleep = asyncio.sleep
         clock = time.time
@@ -148,7 +149,7 @@ class HostCommands:
         if finish:
             await self._finish(writer, visit)
         if release:
-            await self.services.runs.release(run_id)
+            await self.service.release(run_id)
         return {
             "t0": t0,
             "t1": t1,
@@ -177,32 +178,32 @@ class HostCommands:
         )
 
     async def finish(self, emit: Any, run: str, visit: str) -> dict[str, Any]:
-        writer = await self.services.runs.writer(uuid.UUID(run))
+        writer = await self.service.writer(uuid.UUID(run))
         await self._finish(writer, visit)
         return {"last": writer.run.version}
 
     async def release(self, emit: Any, run: str) -> None:
-        await self.services.runs.release(uuid.UUID(run))
+        await self.service.release(uuid.UUID(run))
 
     async def evict(
         self, emit: Any, run: str | None = None, timeout: float = 10.0
     ) -> dict[str, Any]:
         """Release the run's writer and evict every idle hot run, as the retention sweeper would."""
-        hub = self.services.hub
-        if run is not None:
-            await self.services.runs.release(uuid.UUID(run))
+        run_id = None if run is None else uuid.UUID(run)
+        if run_id is not None:
+            await self.service.release(run_id)
         deadline = time.monotonic() + timeout
         evicted = 0
         while True:
-            evicted += hub.evict_idle(now=time.monotonic() + 1e9)
+            evicted += self.service.evict_idle()
             if (
-                run is None
-                or uuid.UUID(run) not in hub.runs
+                run_id is None
+                or not self.service.is_hot(run_id)
                 or time.monotonic() > deadline
             ):
                 break
             await asyncio.sleep(0.02)  # a client's stream may still be closing
-        gone = run is None or uuid.UUID(run) not in hub.runs
+        gone = run_id is None or not self.service.is_hot(run_id)
         return {"evicted": evicted, "gone": gone}
 
     async def gc(self, emit: Any, trim: bool = False) -> dict[str, Any]:
@@ -239,24 +240,8 @@ class HostCommands:
         return found
 
     async def hot(self, emit: Any, run: str | None = None) -> dict[str, Any]:
-        hub = self.services.hub
-        info: dict[str, Any] = {
-            "hot_runs": len(hub.runs),
-            "frames": sum(len(h.frames) for h in hub.runs.values()),
-        }
-        if run is not None:
-            h = hub.runs.get(uuid.UUID(run))
-            info["run"] = (
-                None
-                if h is None
-                else {
-                    "version": h.version,
-                    "frames": len(h.frames),
-                    "watchers": h.watchers,
-                    "writers": h.writers,
-                }
-            )
-        return info
+        """What the server holds in memory (and, with `run`, about that run)."""
+        return self.service.hot_summary(None if run is None else uuid.UUID(run))
 
     async def many_runs(self, emit: Any, runs: int, events: int) -> dict[str, Any]:
         """`runs` finished runs of `events` step chunks each, one after another, nothing recorded."""
@@ -273,44 +258,14 @@ class HostCommands:
 
 async def host_main(serve: bool) -> None:
     """The flowtrail server from FLOWTRAIL_* (as `flowtrail serve`), with the command channel."""
-    import uvicorn
-
-    from api.app import create_app
-    from engine.bootstrap import build_services
-    from engine.settings import Settings
-
-    settings = Settings.from_env()
-    services = build_services(settings)
-    commands = HostCommands(services)
-    server = task = None
-    if serve:
-        config = uvicorn.Config(
-            create_app(services),
-            host=settings.host,
-            port=settings.port,
-            log_level="warning",
-            lifespan="on",
-        )
-        server = uvicorn.Server(config)
-        task = asyncio.create_task(server.serve())
-        while not server.started:
-            if task.done():
-                task.result()
-                raise SystemExit("server stopped during start-up")
-            await asyncio.sleep(0.01)
-    else:
-        await services.start()
-    try:
+    service = Service(Settings.from_env())
+    commands = HostCommands(service)
+    hosting = service.serving() if serve else service.running(tune_gc=False)
+    async with hosting:
         await serve_commands(
             commands.handlers(),
-            {"port": settings.port, "store": services.store.location.kind},
+            {"port": service.settings.port, "store": service.store.location.kind},
         )
-    finally:
-        if server is not None and task is not None:
-            server.should_exit = True
-            await task
-        else:
-            await services.close()
 
 
 def main(argv: Iterable[str] | None = None) -> None:
