@@ -30,10 +30,9 @@ from typing import Any
 from bench.channel import Worker
 from bench.cli import bench_main
 from bench.figures import ms, percentile, print_table, verdict
-from bench.fleet import Fleet
+from bench.fleet import Fleet, follow
 from bench.frames import Frames, chunk_delays, save_delays
 from bench.machine import cpu_seconds
-from bench.names import stream_path
 
 TARGET_RATE = 50_000.0
 
@@ -50,13 +49,7 @@ async def one_run(
 ) -> dict[str, Any]:
     made = await host.call("new_run", record=True)
     out = fleet.frames_file()
-    call = client.send(
-        "follow",
-        base_url=host.info["base_url"],
-        paths=[stream_path(made["run"])] * clients,
-        out=out,
-        raw=raw,
-    )
+    call = follow(client, host, [made["run"]] * clients, out=out, raw=raw)
     await call.wait("connected")
     cpu0 = (cpu_seconds(host.pid), cpu_seconds(client.pid), time.time())
     streamed = await host.call(

@@ -18,12 +18,13 @@ import json
 import shutil
 import tempfile
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Self
 
-from bench.channel import Worker
+from bench.channel import Call, Worker
 from bench.machine import free_port
-from bench.names import API_KEY
+from bench.names import API_KEY, stream_path
 from bench.stores import Store
 
 
@@ -40,6 +41,16 @@ def host_env(store: Store, data_dir: Path, port: int, **extra: Any) -> dict[str,
     for name, value in extra.items():
         env[f"FLOWTRAIL_{name.upper()}"] = str(value)
     return env
+
+
+def follow(client: Worker, host: Worker, runs: Sequence[str], **options: Any) -> Call:
+    """Have a client process read the streams of `runs` on `host`, one SSE client each (options: bench.client.follow)."""
+    return client.send(
+        "follow",
+        base_url=host.info["base_url"],
+        paths=[stream_path(run) for run in runs],
+        **options,
+    )
 
 
 class Fleet:

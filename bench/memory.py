@@ -31,9 +31,8 @@ from typing import Any
 from bench.channel import Worker
 from bench.cli import bench_main
 from bench.figures import print_table
-from bench.fleet import Fleet
+from bench.fleet import Fleet, follow
 from bench.machine import rss_kib
-from bench.names import stream_path
 
 COLUMNS = [
     "store",
@@ -75,11 +74,7 @@ async def _read_all(
 ) -> None:
     for start in range(0, len(runs), parallel):
         part = runs[start : start + parallel]
-        got = await client.call(
-            "follow",
-            base_url=host.info["base_url"],
-            paths=[stream_path(r) for r in part],
-        )
+        got = await follow(client, host, part).result()
         if not all(c["ended"] for c in got["clients"]):
             raise RuntimeError("a replayed stream did not end")
 

@@ -28,8 +28,7 @@ from typing import Any
 from bench.channel import Worker
 from bench.cli import bench_main
 from bench.figures import median, ms, print_table, verdict
-from bench.fleet import Fleet
-from bench.names import stream_path
+from bench.fleet import Fleet, follow
 
 TARGET_LAST_MS = 50.0
 TARGET_FIRST_MS = 5.0
@@ -38,16 +37,10 @@ TARGET_FIRST_MS = 5.0
 async def _reconnect(
     client: Worker, host: Worker, run: str, last_event_id: int, stop_id: int, raw: bool
 ) -> dict[str, Any]:
-    got = (
-        await client.call(
-            "follow",
-            base_url=host.info["base_url"],
-            paths=[stream_path(run)],
-            last_event_id=last_event_id,
-            stop_id=stop_id,
-            raw=raw,
-        )
-    )["clients"][0]
+    call = follow(
+        client, host, [run], last_event_id=last_event_id, stop_id=stop_id, raw=raw
+    )
+    got = (await call.result())["clients"][0]
     # After a restart the engine's recovery may have closed the (bench-made, workflow-less)
     # run, adding events after `stop_id`; they may share the last piece read, which is fine.
     if got["last_id"] < stop_id or got["frames"] < stop_id - last_event_id:

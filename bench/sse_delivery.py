@@ -29,9 +29,8 @@ from typing import Any
 from bench.channel import Worker
 from bench.cli import bench_main
 from bench.figures import ms, percentile, print_table, verdict
-from bench.fleet import Fleet
+from bench.fleet import Fleet, follow
 from bench.frames import Frames, chunk_delays, save_delays
-from bench.names import stream_path
 
 TARGET_RATE = 15_000.0
 TARGET_P99_MS = 50.0
@@ -105,12 +104,7 @@ async def live(
     writer = writer or host
     made = await writer.call("new_run", record=True)
     out = fleet.frames_file()
-    call = client.send(
-        "follow",
-        base_url=host.info["base_url"],
-        paths=[stream_path(made["run"])],
-        out=out,
-    )
+    call = follow(client, host, [made["run"]], out=out)
     await call.wait("connected")
     streamed = await writer.call(
         "stream", run=made["run"], visit=made["visit"], n=events, finish=True
@@ -138,14 +132,7 @@ async def replay(
             if not evicted["gone"]:
                 raise RuntimeError(f"run {run} could not be evicted")
         out = fleet.frames_file()
-        result = (
-            await client.call(
-                "follow",
-                base_url=host.info["base_url"],
-                paths=[stream_path(run)],
-                out=out,
-            )
-        )["clients"][0]
+        result = (await follow(client, host, [run], out=out).result())["clients"][0]
         rows.append(
             _row(
                 store,
