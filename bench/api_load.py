@@ -54,6 +54,7 @@ class Server:
         self.proc: subprocess.Popen[bytes] | None = None
 
     async def start(self) -> str:
+        """Start the server; its base URL once it answers /healthz."""
         env = {
             **os.environ,
             **host_env(self.store, self.workdir / "data", self.port, load_demos="true", coalesce_ms=self.coalesce_ms),
@@ -70,6 +71,7 @@ class Server:
         raise SystemExit("the server did not start within 30 s")
 
     def stop(self) -> None:
+        """Stop the server process."""
         if self.proc is not None:
             self.proc.terminate()
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -207,6 +209,7 @@ async def bench_store(kind: str, args: argparse.Namespace) -> tuple[list[dict[st
 
 
 async def main(args: argparse.Namespace) -> None:
+    """Measure each store, then print both tables."""
     throughput, attaching = [], []
     for kind in store_kinds(args.store):
         rows, attached = await bench_store(kind, args)

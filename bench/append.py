@@ -123,6 +123,7 @@ class SqliteRaw:
         )
 
     def write(self, rows: list[Any], batch: int | None) -> float:
+        """Seconds to write the rows in transactions of `batch` rows (all in one when None)."""
         data = [(str(r[0]), r[1], r[2], r[3]) for r in rows]
         t0 = time.perf_counter()
         size = batch or len(data)
@@ -135,6 +136,7 @@ class SqliteRaw:
         return time.perf_counter() - t0
 
     def close(self) -> None:
+        """Close the connection."""
         self.conn.close()
 
 
@@ -161,6 +163,7 @@ async def writer_round(service: Service, kind: str, chunks: int) -> dict[str, fl
 async def bench_store(
     fleet: Fleet, kind: str, chunks: int, rounds: int
 ) -> list[dict[str, Any]]:
+    """Raw and writer rounds, alternating, for both chunk kinds on a fresh store of one kind."""
     store = fleet.store(kind)
     service = Service(settings_for(store, fleet.workdir / "data", load_demos=False))
     rows_out: list[dict[str, Any]] = []
@@ -220,6 +223,7 @@ async def bench_store(
 async def run(
     kinds: list[str], chunks: int = 20_000, rounds: int = 3
 ) -> list[dict[str, Any]]:
+    """Every store; one table."""
     rows: list[dict[str, Any]] = []
     async with Fleet("append") as fleet:
         for kind in kinds:
@@ -232,6 +236,7 @@ async def run(
 
 
 def add_args(parser: argparse.ArgumentParser) -> None:
+    """The bench's own options."""
     parser.add_argument("--chunks", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3)
 

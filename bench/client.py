@@ -161,10 +161,12 @@ async def follow(
     tasks = [asyncio.create_task(one(i, p)) for i, p in enumerate(paths)]
     everything = asyncio.gather(*tasks)
     waiter = asyncio.create_task(all_connected.wait())
-    await asyncio.wait([everything, waiter], return_when=asyncio.FIRST_COMPLETED)
-    if everything.done() and everything.exception() is not None:
+    first: list[asyncio.Future[Any]] = [everything, waiter]
+    await asyncio.wait(first, return_when=asyncio.FIRST_COMPLETED)
+    failure = everything.exception() if everything.done() else None
+    if failure is not None:
         waiter.cancel()
-        raise everything.exception()  # type: ignore[misc]
+        raise failure
     emit("connected")
     results = await everything
     waiter.cancel()

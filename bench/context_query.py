@@ -54,7 +54,7 @@ VISITS = 50
 TARGET_NODE = "N25"
 BASELINES_MS = {("path", "memory"): 5.0, ("path", "store"): 50.0, ("output", "memory"): 3.0,
                 ("output", "store"): 30.0, ("meta ALL", "memory"): 10.0, ("meta ALL", "store"): 50.0}
-QUERIES = {
+QUERIES: dict[str, tuple[str, dict[str, Any]]] = {
     "path": ("/internal/context/path", {"visitUuid": None}),
     "output": ("/internal/context/output", {"nodeId": TARGET_NODE, "field": None, "iterSeq": None}),
     "meta ALL": ("/internal/context/meta", {"nodeId": TARGET_NODE, "kind": "ALL"}),
@@ -87,8 +87,11 @@ async def build_run(service: Service) -> tuple[uuid.UUID, str]:
         await writer.stream(visit_uuid=visit, node_id=node, kind="todo_update",
                             content=json.dumps([{"text": f"task {t}", "status": "completed"} for t in range(5)]))
         output = {"status": 200, "message": "ok", "data": {"index": i, "summary": "finding " * 120, "score": 0.5}}
-        await writer.decide(lambda run, at, node=node, visit=visit, output=output: decide.complete_visit(
-            run, at, visit_uuid=visit, node_id=node, output=output))
+
+        def complete(run: Any, at: Any, node: str = node, visit: str = visit, output: dict[str, Any] = output) -> Any:
+            return decide.complete_visit(run, at, visit_uuid=visit, node_id=node, output=output)
+
+        await writer.decide(complete)
         previous = visit
     raise AssertionError("unreachable")
 

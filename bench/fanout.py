@@ -47,6 +47,7 @@ async def one_run(
     raw: bool,
     rate: float | None,
 ) -> dict[str, Any]:
+    """One run followed by `clients` clients: deliveries/s, delays and CPU."""
     made = await host.call("new_run", record=True)
     out = fleet.frames_file()
     call = follow(client, host, [made["run"]] * clients, out=out, raw=raw)
@@ -91,6 +92,7 @@ async def one_run(
 async def bench_store(
     kind: str, clients: int, events: int, rate: float, paced_events: int
 ) -> list[dict[str, Any]]:
+    """The max runs (httpx, socket) and the paced run on a fresh store of one kind."""
     rows = []
     async with Fleet("fanout") as fleet:
         store = fleet.store(kind)
@@ -129,6 +131,7 @@ async def run(
     rate: float = 1000.0,
     paced_events: int = 3000,
 ) -> list[dict[str, Any]]:
+    """Every store; one table."""
     rows: list[dict[str, Any]] = []
     for kind in kinds:
         rows.extend(await bench_store(kind, clients, events, rate, paced_events))
@@ -140,6 +143,7 @@ async def run(
 
 
 def add_args(parser: argparse.ArgumentParser) -> None:
+    """The bench's own options."""
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--events", type=int, default=5000)
     parser.add_argument("--rate", type=float, default=1000.0)

@@ -28,7 +28,9 @@ from bench.channel import Handler, serve_commands
 from bench.cli import run_loop
 from bench.names import NODE_ID
 from bench.service import Service
+from domain import run as decide
 from engine.settings import Settings
+from engine.streams.writer import RunWriter
 
 
 class SaveRecorder:
@@ -41,12 +43,12 @@ class SaveRecorder:
     (then the time is taken when the awaited append returns).
     """
 
-    def __init__(self, alog: Any) -> None:
+    def __init__(self, store: Any) -> None:  # an AsyncEventStore, whose methods are replaced here
         self.watched: dict[Any, dict[int, float]] = {}
-        self._sync_append = alog.sync.append_to_stream
-        self._async_append = alog.append_to_stream
-        alog.sync.append_to_stream = self.sync_append
-        alog.append_to_stream = self.async_append
+        self._sync_append = store.sync.append_to_stream
+        self._async_append = store.append_to_stream
+        store.sync.append_to_stream = self.sync_append
+        store.append_to_stream = self.async_append
 
     def _mark(self, events: Any, now: float) -> None:
         for event in events:
@@ -55,18 +57,21 @@ class SaveRecorder:
                 times.setdefault(event.originator_version, now)
 
     def sync_append(self, events: Any) -> Any:
+        """The synchronous append, timed when it returns."""
         result = self._sync_append(events)
         if self.watched:
             self._mark(events, time.time())
         return result
 
     async def async_append(self, events: Any) -> Any:
+        """The asynchronous append, timed when it returns (for events the synchronous one did not see)."""
         result = await self._async_append(events)
         if self.watched:
             self._mark(events, time.time())
         return result
 
     def take(self, run_id: Any) -> dict[str, Any] | None:
+        """Stop watching the run; its save times from the first recorded version on (None when none)."""
         times = self.watched.pop(run_id, None)
         if not times:
             return None
@@ -86,6 +91,7 @@ class HostCommands:
         self._baseline: Any = None
 
     def handlers(self) -> dict[str, Handler]:
+        """The commands by name, for the channel."""
         return {
             "new_run": self.new_run,
             "stream": self.stream,
@@ -100,11 +106,13 @@ class HostCommands:
         }
 
     async def ping(self, emit: Any) -> dict[str, Any]:
+        """This process's pid."""
         return {"pid": os.getpid()}
 
     async def new_run(
         self, emit: Any, record: bool = True, node_id: str = NODE_ID
     ) -> dict[str, Any]:
+        """A started run with one open visit; with `record`, its events' save times are recorded."""
         run_id, writer, visit = await self.service.open_run_visit(node_id)
         if record:
             self.recorder.watched[run_id] = {}
@@ -158,9 +166,7 @@ class HostCommands:
             "saved": self.recorder.take(run_id),
         }
 
-    async def _finish(self, writer: Any, visit: str) -> None:
-        from domain import run as decide
-
+    async def _finish(self, writer: RunWriter, visit: str) -> None:
         await writer.decide(
             lambda run, at: decide.complete_visit(
                 run,
@@ -178,11 +184,13 @@ class HostCommands:
         )
 
     async def finish(self, emit: Any, run: str, visit: str) -> dict[str, Any]:
+        """Complete the visit and the run."""
         writer = await self.service.writer(uuid.UUID(run))
         await self._finish(writer, visit)
         return {"last": writer.run.version}
 
     async def release(self, emit: Any, run: str) -> None:
+        """Flush and let go of the run's writer."""
         await self.service.release(uuid.UUID(run))
 
     async def evict(

@@ -162,6 +162,7 @@ async def run(
     retention: float = 2.0,
     rounds: int = 2,
 ) -> list[dict[str, Any]]:
+    """Every store; one table."""
     rows: list[dict[str, Any]] = []
     for kind in kinds:
         rows.extend(await evicted_rounds(kind, runs, events, retention, rounds))
@@ -173,6 +174,7 @@ async def run(
 
 
 def add_args(parser: argparse.ArgumentParser) -> None:
+    """The bench's own options."""
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--events", type=int, default=1000)
     parser.add_argument("--retention", type=float, default=2.0)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 API_KEY = "bench-key"
 WORKFLOW = "allowed-flow"
-FLOW = {
+FLOW: dict[str, Any] = {
     "workflow_id": 7,
     "workflow_name": WORKFLOW,
     "workflow_version": 1,

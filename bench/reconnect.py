@@ -79,6 +79,7 @@ def _row(
 async def bench_store(
     kind: str, missed: int, repeat: int, restarts: int, clients: list[bool]
 ) -> list[dict[str, Any]]:
+    """Every source and client kind on a fresh store of one kind."""
     rows = []
     async with Fleet("reconnect") as fleet:
         store = fleet.store(kind)
@@ -125,6 +126,7 @@ async def run(
     restarts: int = 3,
     client: str = "both",
 ) -> list[dict[str, Any]]:
+    """Every store; one table."""
     clients = {"httpx": [False], "socket": [True], "both": [False, True]}[client]
     rows: list[dict[str, Any]] = []
     for kind in kinds:
@@ -134,6 +136,7 @@ async def run(
 
 
 def add_args(parser: argparse.ArgumentParser) -> None:
+    """The bench's own options."""
     parser.add_argument("--missed", type=int, default=5000)
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--restarts", type=int, default=3)

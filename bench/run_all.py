@@ -70,6 +70,7 @@ def _psycopg_impl() -> str:
 
 
 async def run_all(kinds: list[str], quick: bool) -> dict[str, Any]:
+    """Every bench in turn, then all their tables again together."""
     results: dict[str, Any] = {"environment": environment()}
     print("environment:", json.dumps(results["environment"]))
     timings = {}
@@ -136,6 +137,7 @@ async def run_all(kinds: list[str], quick: bool) -> dict[str, Any]:
 
 
 def main() -> None:
+    """`python -m bench.run_all`."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

@@ -174,6 +174,7 @@ async def live_median(
 async def run(
     kinds: list[str], events: int = 10_000, repeat: int = 3, xproc: bool = True
 ) -> list[dict[str, Any]]:
+    """Every store; one table."""
     rows: list[dict[str, Any]] = []
     for kind in kinds:
         async with Fleet("sse") as fleet:
@@ -199,6 +200,7 @@ async def run(
 
 
 def add_args(parser: argparse.ArgumentParser) -> None:
+    """The bench's own options."""
     parser.add_argument("--events", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=3)
 

@@ -32,7 +32,7 @@ class Store:
         import psycopg
 
         with psycopg.connect(PG_BASE, autocommit=True) as conn:
-            conn.execute(statement)  # type: ignore[arg-type]
+            conn.execute(statement)
 
     def drop(self) -> None:
         """Drop the schema (PostgreSQL); the SQLite file goes with the temp dir."""
