@@ -28,65 +28,36 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
-import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-KEY = "bench-key"
-PG_BASE = os.environ.get("FLOWTRAIL_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
-
-
-def free_port() -> int:
-    """An unused loopback port."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def percentile(values: list[float], p: float) -> float:
-    """The p-th percentile (nearest rank) of values."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered) + 0.5) - 1))]
+from bench.cli import store_kinds
+from bench.figures import percentile, print_table
+from bench.fleet import Fleet, host_env
+from bench.machine import free_port
+from bench.names import API_KEY
+from bench.stores import Store
 
 
 class Server:
     """`flowtrail serve` in a child process on a fresh store."""
 
-    def __init__(self, kind: str, workdir: Path, coalesce_ms: float) -> None:
-        self.kind, self.workdir, self.port = kind, workdir, free_port()
+    def __init__(self, store: Store, workdir: Path, coalesce_ms: float) -> None:
+        self.store, self.workdir, self.port = store, workdir, free_port()
         self.coalesce_ms = coalesce_ms
-        self.schema: str | None = None
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def database_url(self) -> str:
-        if self.kind == "sqlite":
-            return f"sqlite:///{self.workdir / 'flowtrail.db'}"
-        import psycopg
-
-        self.schema = "bench_api_" + uuid.uuid4().hex[:10]
-        with psycopg.connect(PG_BASE, autocommit=True) as conn:
-            conn.execute(f'CREATE SCHEMA "{self.schema}"')
-        return f"{PG_BASE}?schema={self.schema}"
-
     async def start(self) -> str:
+        """Start the server; its base URL once it answers /healthz."""
         env = {
             **os.environ,
-            "FLOWTRAIL_DATABASE_URL": self.database_url(),
-            "FLOWTRAIL_PORT": str(self.port),
-            "FLOWTRAIL_DATA_DIR": str(self.workdir / "data"),
-            "FLOWTRAIL_API_KEYS": json.dumps([{"key": KEY, "id": "bench"}]),
-            "FLOWTRAIL_LOAD_DEMOS": "true",
-            "FLOWTRAIL_COALESCE_MS": str(self.coalesce_ms),
+            **host_env(self.store, self.workdir / "data", self.port, load_demos="true", coalesce_ms=self.coalesce_ms),
         }
         self.proc = subprocess.Popen([sys.executable, "-m", "scripts.cli", "serve"], env=env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -100,17 +71,13 @@ class Server:
         raise SystemExit("the server did not start within 30 s")
 
     def stop(self) -> None:
+        """Stop the server process."""
         if self.proc is not None:
             self.proc.terminate()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(15)
             if self.proc.poll() is None:
                 self.proc.kill()
-        if self.schema is not None:
-            import psycopg
-
-            with psycopg.connect(PG_BASE, autocommit=True) as conn:
-                conn.execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
 
 
 async def read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
@@ -126,7 +93,7 @@ async def read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
 
 async def hammer(port: int, path: str, seconds: float, connections: int) -> dict[str, Any]:
     """Requests/s and latency of GET `path` from keep-alive connections."""
-    request = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-API-Key: {KEY}\r\n\r\n".encode()
+    request = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-API-Key: {API_KEY}\r\n\r\n".encode()
     latencies: list[float] = []
     errors = 0
     deadline = time.perf_counter() + seconds
@@ -180,9 +147,9 @@ async def paused_run(client: httpx.AsyncClient) -> tuple[str, str, str, int]:
 
 async def attach(port: int, base: str, clients: int) -> dict[str, Any]:
     """Time for `clients` SSE clients to attach to one waiting run and to receive its next event."""
-    async with httpx.AsyncClient(base_url=base, headers={"X-API-Key": KEY}, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=base, headers={"X-API-Key": API_KEY}, timeout=30) as client:
         run_id, stream, clarify_id, position = await paused_run(client)
-        request = (f"GET {stream} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-API-Key: {KEY}\r\n"
+        request = (f"GET {stream} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-API-Key: {API_KEY}\r\n"
                    f"Accept: text/event-stream\r\nLast-Event-ID: {position}\r\n\r\n").encode()
         attached: list[float] = []
         arrived: list[float] = []
@@ -223,43 +190,33 @@ async def attach(port: int, base: str, clients: int) -> dict[str, Any]:
         }
 
 
-def table(title: str, rows: list[dict[str, Any]]) -> None:
-    """Print rows as an aligned text table."""
-    columns = list(rows[0])
-    widths = [max(len(c), *(len(str(r[c])) for r in rows)) for c in columns]
-    print(f"\n{title}")
-    print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))
-    for row in rows:
-        print("  ".join(str(row[c]).ljust(w) for c, w in zip(columns, widths, strict=True)))
-
-
 async def bench_store(kind: str, args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Every measurement on one store."""
-    workdir = Path(tempfile.mkdtemp(prefix=f"bench-api-{kind}-"))
-    server = Server(kind, workdir, args.coalesce_ms)
-    try:
-        base = await server.start()
-        async with httpx.AsyncClient(base_url=base, headers={"X-API-Key": KEY}, timeout=30) as client:
-            result = await finished_run(client)
-        await hammer(server.port, result, 1.0, args.connections)
-        rows = []
-        for label, path in (("GET run", result), ("GET workflows", "/api/v1/workflows")):
-            rows.append({"store": kind, "endpoint": label, **await hammer(server.port, path, args.seconds, args.connections)})
-        return rows, {"store": kind, **await attach(server.port, base, args.clients)}
-    finally:
-        server.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+    async with Fleet(f"api-{kind}") as fleet:
+        server = Server(fleet.store(kind), fleet.workdir, args.coalesce_ms)
+        try:
+            base = await server.start()
+            async with httpx.AsyncClient(base_url=base, headers={"X-API-Key": API_KEY}, timeout=30) as client:
+                result = await finished_run(client)
+            await hammer(server.port, result, 1.0, args.connections)
+            rows = []
+            for label, path in (("GET run", result), ("GET workflows", "/api/v1/workflows")):
+                rows.append({"store": kind, "endpoint": label,
+                             **await hammer(server.port, path, args.seconds, args.connections)})
+            return rows, {"store": kind, **await attach(server.port, base, args.clients)}
+        finally:
+            server.stop()
 
 
 async def main(args: argparse.Namespace) -> None:
-    stores = ["sqlite", "postgres"] if args.store == "both" else [args.store]
+    """Measure each store, then print both tables."""
     throughput, attaching = [], []
-    for kind in stores:
+    for kind in store_kinds(args.store):
         rows, attached = await bench_store(kind, args)
         throughput += rows
         attaching.append(attached)
-    table(f"Requests over loopback ({args.connections} keep-alive connections, {args.seconds:g} s each)", throughput)
-    table(f"{args.clients} SSE clients attach to one waiting run, then its next event", attaching)
+    print_table(f"Requests over loopback ({args.connections} keep-alive connections, {args.seconds:g} s each)", throughput)
+    print_table(f"{args.clients} SSE clients attach to one waiting run, then its next event", attaching)
 
 
 if __name__ == "__main__":

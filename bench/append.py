@@ -33,7 +33,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Self
 
-from bench.common import NODE_ID, Fleet, bench_main, median, open_run_visit, print_table, verdict
+from bench.cli import bench_main
+from bench.figures import median, print_table, verdict
+from bench.fleet import Fleet
+from bench.names import NODE_ID
+from bench.service import Service, settings_for
 from domain.vocabulary import StreamKind
 
 TARGET_RATIO = 0.5
@@ -120,6 +124,7 @@ class SqliteRaw:
         )
 
     def write(self, rows: list[Any], batch: int | None) -> float:
+        """Seconds to write the rows in transactions of `batch` rows (all in one when None)."""
         data = [(str(r[0]), r[1], r[2], r[3]) for r in rows]
         t0 = time.perf_counter()
         size = batch or len(data)
@@ -132,13 +137,13 @@ class SqliteRaw:
         return time.perf_counter() - t0
 
     def close(self) -> None:
+        """Close the connection."""
         self.conn.close()
 
 
-async def writer_round(services: Any, kind: str, chunks: int) -> dict[str, float]:
+async def writer_round(service: Service, kind: str, chunks: int) -> dict[str, float]:
     """Chunks/s and events/s of one run's writer: stream `chunks` chunks, flush."""
-
-    run_id, writer, visit = await open_run_visit(services)
+    run_id, writer, visit = await service.open_run_visit()
     v0 = writer.run.version
     stream = writer.stream
     sleep = asyncio.sleep
@@ -151,30 +156,21 @@ async def writer_round(services: Any, kind: str, chunks: int) -> dict[str, float
     await writer.flush()
     elapsed = time.perf_counter() - t0
     events = writer.run.version - v0
-    await services.runs.release(run_id)
-    services.hub.evict_idle(now=time.monotonic() + 1e9)
+    await service.release(run_id)
+    service.evict_idle()
     return {"elapsed": elapsed, "events": events}
 
 
 async def bench_store(
     fleet: Fleet, kind: str, chunks: int, rounds: int
 ) -> list[dict[str, Any]]:
-    from engine.bootstrap import build_services, tune_collector
-    from engine.settings import Settings, StoreSettings
-
+    """Raw and writer rounds, alternating, for both chunk kinds on a fresh store of one kind."""
     store = fleet.store(kind)
-    settings = Settings(
-        data_dir=fleet.workdir / "data",
-        store=StoreSettings(database_url=store.url),
-        load_demos=False,
-    )
-    services = build_services(settings)
-    await services.start()
-    tune_collector()  # as the server does at start-up
-    mapper = services.store.mapper
+    service = Service(settings_for(store, fleet.workdir / "data", load_demos=False))
     rows_out: list[dict[str, Any]] = []
-    try:
-        raw_pg = PgRaw(services.store.location) if kind == "postgres" else None
+    async with service.running():
+        mapper = service.store.mapper
+        raw_pg = PgRaw(service.store.location) if kind == "postgres" else None
         raw_lite = SqliteRaw(fleet.workdir / "raw.db") if kind == "sqlite" else None
         if raw_pg is not None:
             await raw_pg.__aenter__()
@@ -184,7 +180,7 @@ async def bench_store(
             raw_batched: list[float] = []
             writer_rates: list[float] = []
             writer_events: list[float] = []
-            await writer_round(services, chunk_kind, min(chunks, 2000))  # warm-up
+            await writer_round(service, chunk_kind, min(chunks, 2000))  # warm-up
             for _ in range(rounds):
                 rows = _rows(mapper, chunk_kind, chunks)
                 if raw_pg is not None:
@@ -200,7 +196,7 @@ async def bench_store(
                         chunks
                         / raw_lite.write(_rows(mapper, chunk_kind, chunks), BATCH)
                     )
-                got = await writer_round(services, chunk_kind, chunks)
+                got = await writer_round(service, chunk_kind, chunks)
                 writer_rates.append(chunks / got["elapsed"])
                 writer_events.append(got["events"] / got["elapsed"])
             ratio = median(writer_rates) / median(raw_one)
@@ -223,14 +219,13 @@ async def bench_store(
             await raw_pg.__aexit__()
         if raw_lite is not None:
             raw_lite.close()
-    finally:
-        await services.close()
     return rows_out
 
 
 async def run(
     kinds: list[str], chunks: int = 20_000, rounds: int = 3
 ) -> list[dict[str, Any]]:
+    """Every store; one table."""
     rows: list[dict[str, Any]] = []
     async with Fleet("append") as fleet:
         for kind in kinds:
@@ -243,6 +238,7 @@ async def run(
 
 
 def add_args(parser: argparse.ArgumentParser) -> None:
+    """The bench's own options."""
     parser.add_argument("--chunks", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3)
 

@@ -37,43 +37,29 @@ import json
 import socket
 import time
 import uuid
-from dataclasses import replace
 from typing import Any
 
-import uvicorn
-
-from api.app import create_app
-from bench.common import (
-    FLOW,
-    Fleet,
-    bench_main,
-    free_port,
-    ms,
-    percentile,
-    print_table,
-    verdict,
-)
+from bench.cli import bench_main
+from bench.figures import ms, percentile, print_table, verdict
+from bench.fleet import Fleet
+from bench.machine import free_port
+from bench.service import Service, settings_for
 from domain import run as decide
-from engine.bootstrap import Services, build_services
-from engine.runs.creation import NewRun
-from engine.settings import Settings, StoreSettings
 
 VISITS = 50
 TARGET_NODE = "N25"
 BASELINES_MS = {("path", "memory"): 5.0, ("path", "store"): 50.0, ("output", "memory"): 3.0,
                 ("output", "store"): 30.0, ("meta ALL", "memory"): 10.0, ("meta ALL", "store"): 50.0}
-QUERIES = {
+QUERIES: dict[str, tuple[str, dict[str, Any]]] = {
     "path": ("/internal/context/path", {"visitUuid": None}),
     "output": ("/internal/context/output", {"nodeId": TARGET_NODE, "field": None, "iterSeq": None}),
     "meta ALL": ("/internal/context/meta", {"nodeId": TARGET_NODE, "kind": "ALL"}),
 }
 
 
-async def build_run(services: Services) -> tuple[uuid.UUID, str]:
+async def build_run(service: Service) -> tuple[uuid.UUID, str]:
     """The 50-visit chain; returns (run id, the asking visit's uuid)."""
-    run_id = (await services.runs.create(NewRun(caller_key_id="bench", **FLOW))).run_id
-    writer = await services.runs.writer(run_id)
-    await writer.decide(decide.start_run)
+    run_id, writer = await service.started_run()
     previous: str | None = None
     for i in range(VISITS):
         node, visit = f"N{i}", uuid.uuid4().hex
@@ -97,8 +83,11 @@ async def build_run(services: Services) -> tuple[uuid.UUID, str]:
         await writer.stream(visit_uuid=visit, node_id=node, kind="todo_update",
                             content=json.dumps([{"text": f"task {t}", "status": "completed"} for t in range(5)]))
         output = {"status": 200, "message": "ok", "data": {"index": i, "summary": "finding " * 120, "score": 0.5}}
-        await writer.decide(lambda run, at, node=node, visit=visit, output=output: decide.complete_visit(
-            run, at, visit_uuid=visit, node_id=node, output=output))
+
+        def complete(run: Any, at: Any, node: str = node, visit: str = visit, output: dict[str, Any] = output) -> Any:
+            return decide.complete_visit(run, at, visit_uuid=visit, node_id=node, output=output)
+
+        await writer.decide(complete)
         previous = visit
     raise AssertionError("unreachable")
 
@@ -169,37 +158,25 @@ def measure(port: int, askers: list[tuple[str, str]], requests: int, warmup: int
 
 async def bench_store(fleet: Fleet, kind: str, requests: int, warmup: int, first_reads: int) -> list[dict[str, Any]]:
     """Serve one store; measure from memory, from the store (caught up), and first reads from the store (full fold)."""
-    store = fleet.store(kind)
-    settings = replace(Settings(), port=free_port(), data_dir=fleet.workdir / f"data-{kind}",
-                       store=StoreSettings(database_url=store.url), load_demos=False)
-    services = build_services(settings)
-    app = create_app(services)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=settings.port, log_level="warning",
-                                           lifespan="on"))
-    serving = asyncio.create_task(server.serve())
-    while not server.started:
-        await asyncio.sleep(0.01)
-    try:
-        run_id, asker = await build_run(services)
+    settings = settings_for(fleet.store(kind), fleet.workdir / f"data-{kind}", port=free_port(), load_demos=False)
+    async with Service(settings).serving() as service:
+        run_id, asker = await build_run(service)
 
         async def timed(ids: list[uuid.UUID], count: int, source: str) -> dict[str, tuple[list[float], bytes]]:
-            askers = [(services.tokens.issue(i, asker), i.hex) for i in ids]
+            askers = [(service.issue_token(i, asker), i.hex) for i in ids]
             gc.collect()
             try:
                 return await asyncio.to_thread(measure, settings.port, askers, count, warmup, source)
             finally:
                 for i in ids:
-                    services.tokens.invalidate_visit(i, asker)
+                    service.invalidate_tokens(i, asker)
 
         figures = {"memory": await timed([run_id], requests, "memory")}
-        await services.runs.release(run_id)
-        services.hub.runs.pop(run_id)
+        await service.release(run_id)
+        service.forget(run_id)
         figures["store"] = await timed([run_id], requests, "store")
-        services.context.cold.max_runs = 0
+        service.fold_every_cold_read()
         figures["store, first read"] = await timed([run_id], first_reads, "store")
-    finally:
-        server.should_exit = True
-        await serving
     rows = []
     for name in QUERIES:
         for source, measured in figures.items():

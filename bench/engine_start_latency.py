@@ -1,7 +1,7 @@
 """Start latency: from the start request returning to the first event at an already attached SSE client.
 
 Target (issue 3): <= 20 ms. The server is a separate process built as `flowtrail serve` builds
-it (bench.common host, demos loaded, scripted pace 0). For each sample this process creates a
+it (`python -m bench.host`, demos loaded, scripted pace 0). For each sample this process creates a
 `demo-report` run over HTTP, attaches a raw-socket SSE client to its stream and waits for the
 response headers, then POSTs `/start` and times:
 
@@ -22,15 +22,10 @@ from typing import Any
 
 import httpx
 
-from bench.common import (
-    API_KEY,
-    Fleet,
-    bench_main,
-    ms,
-    percentile,
-    print_table,
-    verdict,
-)
+from bench.cli import bench_main
+from bench.figures import ms, percentile, print_table, verdict
+from bench.fleet import Fleet
+from bench.names import API_KEY
 
 TARGET_MS = 20.0
 WORKFLOW = "demo-report"

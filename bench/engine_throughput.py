@@ -19,20 +19,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
 import statistics
-import tempfile
 import time
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from bench.common import Store, bench_main, ms, percentile, print_table
+from bench.cli import bench_main
+from bench.figures import ms, percentile, print_table
+from bench.fleet import Fleet
+from bench.service import Service, settings_for
 from domain import events as ev
-from engine.bootstrap import Services, build_services, tune_collector
-from engine.runs.creation import NewRun
-from engine.settings import ContextSettings, EngineSettings, Settings, StoreSettings
+from engine.settings import ContextSettings, EngineSettings
 
 CHAIN, TURNS = 10, 10
 
@@ -49,19 +47,11 @@ def chain_workflow() -> dict[str, Any]:
     return {"name": "bench-chain", "displayName": "Bench chain", "mode": "DAG", "nodes": nodes, "edges": edges}
 
 
-async def start(services: Services, name: str, variables: dict[str, Any]) -> UUID:
-    """Create and start a run of the latest version of a workflow."""
-    entry = services.catalogue.find(name)
-    created = await services.runs.create(NewRun.of(entry, variables=variables))
-    await services.engine.start(created.run_id)
-    return created.run_id
-
-
-async def finished(services: Services, run_id: UUID) -> list[ev.RunEvent]:
+async def finished(service: Service, run_id: UUID) -> list[ev.RunEvent]:
     """The run's events once it completed (RuntimeError when it did not)."""
-    while not (await services.runs.state(run_id)).status.is_terminal:
+    while not await service.is_finished(run_id):
         await asyncio.sleep(0.01)
-    events = await services.runs.events(run_id)
+    events = await service.events(run_id)
     completed = isinstance(events[-1], ev.RunCompleted)
     if not completed:
         raise RuntimeError(f"run {run_id.hex} did not complete: {events[-1]}")
@@ -79,13 +69,13 @@ def visits(events: list[ev.RunEvent]) -> int:
     return sum(isinstance(e, ev.VisitStarted) for e in events)
 
 
-async def one_run(services: Services, label: str, repeat: int) -> dict[str, Any]:
+async def one_run(service: Service, label: str, repeat: int) -> dict[str, Any]:
     """Events/s and CPU per visit of the chain workflow, run after run."""
-    await services.catalogue.publish(chain_workflow())
-    await finished(services, await start(services, "bench-chain", {}))  # warm-up
+    await service.publish(chain_workflow())
+    await finished(service, await service.start_workflow_run("bench-chain", {}))  # warm-up
     rates, count, cpu0 = [], 0, time.process_time()
     for _ in range(repeat):
-        events = await finished(services, await start(services, "bench-chain", {}))
+        events = await finished(service, await service.start_workflow_run("bench-chain", {}))
         rates.append(len(events) / duration(events))
         count += visits(events)
     return {"store": label, "bench": "one run (10 agents x 10 tool turns)", "runs": repeat,
@@ -93,12 +83,14 @@ async def one_run(services: Services, label: str, repeat: int) -> dict[str, Any]
             "CPU ms/visit": ms((time.process_time() - cpu0) / count)}
 
 
-async def concurrent(services: Services, label: str, runs: int) -> dict[str, Any]:
+async def concurrent(service: Service, label: str, runs: int) -> dict[str, Any]:
     """Runs/s, durations and CPU per visit of demo-report runs started at once."""
-    await finished(services, await start(services, "demo-report", {"topic": "warm-up"}))
+    await finished(service, await service.start_workflow_run("demo-report", {"topic": "warm-up"}))
     cpu0, t0 = time.process_time(), time.time()
-    ids = await asyncio.gather(*(start(services, "demo-report", {"topic": f"topic {i}"}) for i in range(runs)))
-    logs = await asyncio.gather(*(finished(services, run_id) for run_id in ids))
+    ids = await asyncio.gather(
+        *(service.start_workflow_run("demo-report", {"topic": f"topic {i}"}) for i in range(runs))
+    )
+    logs = await asyncio.gather(*(finished(service, run_id) for run_id in ids))
     last = max(events[-1].timestamp.timestamp() for events in logs)
     durations = [duration(events) for events in logs]
     return {"store": label, "bench": f"{runs} concurrent demo-report runs", "runs": runs,
@@ -120,20 +112,12 @@ async def run(kinds: list[str], repeat: int, concurrent_runs: int) -> None:
 
 async def measure(kind: str, label: str, tools: bool, repeat: int, concurrent_runs: int) -> list[dict[str, Any]]:
     """Both benches on a fresh store of one kind."""
-    workdir = Path(tempfile.mkdtemp(prefix="flowtrail-engine-bench-"))
-    store = Store(kind, workdir)
-    settings = Settings(data_dir=workdir / "data", store=StoreSettings(database_url=store.url),
-                        engine=replace(EngineSettings(), scripted_pace_seconds=0.0),
-                        context=ContextSettings(enabled=tools))
-    services = build_services(settings)
-    try:
-        await services.start()
-        tune_collector()  # as the server does at start-up
-        return [await one_run(services, label, repeat), await concurrent(services, label, concurrent_runs)]
-    finally:
-        await services.close()
-        store.drop()
-        shutil.rmtree(workdir, ignore_errors=True)
+    async with Fleet("engine-bench") as fleet:
+        settings = settings_for(fleet.store(kind), fleet.workdir / "data",
+                                engine=replace(EngineSettings(), scripted_pace_seconds=0.0),
+                                context=ContextSettings(enabled=tools))
+        async with Service(settings).running() as service:
+            return [await one_run(service, label, repeat), await concurrent(service, label, concurrent_runs)]
 
 
 def add_args(parser: argparse.ArgumentParser) -> None:

@@ -27,20 +27,12 @@ import argparse
 import time
 from typing import Any
 
-from bench.common import (
-    Fleet,
-    Frames,
-    Worker,
-    bench_main,
-    chunk_delays,
-    cpu_seconds,
-    ms,
-    percentile,
-    print_table,
-    save_delays,
-    stream_path,
-    verdict,
-)
+from bench.channel import Worker
+from bench.cli import bench_main
+from bench.figures import ms, percentile, print_table, verdict
+from bench.fleet import Fleet, follow
+from bench.frames import Frames, chunk_delays, save_delays
+from bench.machine import cpu_seconds
 
 TARGET_RATE = 50_000.0
 
@@ -55,15 +47,10 @@ async def one_run(
     raw: bool,
     rate: float | None,
 ) -> dict[str, Any]:
+    """One run followed by `clients` clients: deliveries/s, delays and CPU."""
     made = await host.call("new_run", record=True)
     out = fleet.frames_file()
-    call = client.send(
-        "follow",
-        base_url=host.info["base_url"],
-        paths=[stream_path(made["run"])] * clients,
-        out=out,
-        raw=raw,
-    )
+    call = follow(client, host, [made["run"]] * clients, out=out, raw=raw)
     await call.wait("connected")
     cpu0 = (cpu_seconds(host.pid), cpu_seconds(client.pid), time.time())
     streamed = await host.call(
@@ -105,6 +92,7 @@ async def one_run(
 async def bench_store(
     kind: str, clients: int, events: int, rate: float, paced_events: int
 ) -> list[dict[str, Any]]:
+    """The max runs (httpx, socket) and the paced run on a fresh store of one kind."""
     rows = []
     async with Fleet("fanout") as fleet:
         store = fleet.store(kind)
@@ -143,6 +131,7 @@ async def run(
     rate: float = 1000.0,
     paced_events: int = 3000,
 ) -> list[dict[str, Any]]:
+    """Every store; one table."""
     rows: list[dict[str, Any]] = []
     for kind in kinds:
         rows.extend(await bench_store(kind, clients, events, rate, paced_events))
@@ -154,6 +143,7 @@ async def run(
 
 
 def add_args(parser: argparse.ArgumentParser) -> None:
+    """The bench's own options."""
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--events", type=int, default=5000)
     parser.add_argument("--rate", type=float, default=1000.0)

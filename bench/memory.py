@@ -1,6 +1,6 @@
 """Memory: server RSS growth per retained event after 100 runs of 1,000 events.
 
-The server is a subprocess (`python -m bench.common host`, built from FLOWTRAIL_* like
+The server is a subprocess (`python -m bench.host`, built from FLOWTRAIL_* like
 `flowtrail serve`); its RSS is read from /proc/<pid>/status (VmRSS; VmHWM is the peak). The
 hot buffer is bounded (FLOWTRAIL_HOT_BUFFER_MESSAGES, default 10,000 frames a run) and
 FLOWTRAIL_HOT_RETENTION_SECONDS is low (2 s), so finished runs leave memory within seconds
@@ -28,7 +28,11 @@ import asyncio
 import time
 from typing import Any
 
-from bench.common import Fleet, Worker, bench_main, print_table, rss_kib, stream_path
+from bench.channel import Worker
+from bench.cli import bench_main
+from bench.figures import print_table
+from bench.fleet import Fleet, follow
+from bench.machine import rss_kib
 
 COLUMNS = [
     "store",
@@ -70,11 +74,7 @@ async def _read_all(
 ) -> None:
     for start in range(0, len(runs), parallel):
         part = runs[start : start + parallel]
-        got = await client.call(
-            "follow",
-            base_url=host.info["base_url"],
-            paths=[stream_path(r) for r in part],
-        )
+        got = await follow(client, host, part).result()
         if not all(c["ended"] for c in got["clients"]):
             raise RuntimeError("a replayed stream did not end")
 
@@ -162,6 +162,7 @@ async def run(
     retention: float = 2.0,
     rounds: int = 2,
 ) -> list[dict[str, Any]]:
+    """Every store; one table."""
     rows: list[dict[str, Any]] = []
     for kind in kinds:
         rows.extend(await evicted_rounds(kind, runs, events, retention, rounds))
@@ -173,6 +174,7 @@ async def run(
 
 
 def add_args(parser: argparse.ArgumentParser) -> None:
+    """The bench's own options."""
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--events", type=int, default=1000)
     parser.add_argument("--retention", type=float, default=2.0)

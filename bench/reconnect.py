@@ -25,16 +25,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from bench.common import (
-    Fleet,
-    Worker,
-    bench_main,
-    median,
-    ms,
-    print_table,
-    stream_path,
-    verdict,
-)
+from bench.channel import Worker
+from bench.cli import bench_main
+from bench.figures import median, ms, print_table, verdict
+from bench.fleet import Fleet, follow
 
 TARGET_LAST_MS = 50.0
 TARGET_FIRST_MS = 5.0
@@ -43,16 +37,10 @@ TARGET_FIRST_MS = 5.0
 async def _reconnect(
     client: Worker, host: Worker, run: str, last_event_id: int, stop_id: int, raw: bool
 ) -> dict[str, Any]:
-    got = (
-        await client.call(
-            "follow",
-            base_url=host.info["base_url"],
-            paths=[stream_path(run)],
-            last_event_id=last_event_id,
-            stop_id=stop_id,
-            raw=raw,
-        )
-    )["clients"][0]
+    call = follow(
+        client, host, [run], last_event_id=last_event_id, stop_id=stop_id, raw=raw
+    )
+    got = (await call.result())["clients"][0]
     # After a restart the engine's recovery may have closed the (bench-made, workflow-less)
     # run, adding events after `stop_id`; they may share the last piece read, which is fine.
     if got["last_id"] < stop_id or got["frames"] < stop_id - last_event_id:
@@ -91,6 +79,7 @@ def _row(
 async def bench_store(
     kind: str, missed: int, repeat: int, restarts: int, clients: list[bool]
 ) -> list[dict[str, Any]]:
+    """Every source and client kind on a fresh store of one kind."""
     rows = []
     async with Fleet("reconnect") as fleet:
         store = fleet.store(kind)
@@ -137,6 +126,7 @@ async def run(
     restarts: int = 3,
     client: str = "both",
 ) -> list[dict[str, Any]]:
+    """Every store; one table."""
     clients = {"httpx": [False], "socket": [True], "both": [False, True]}[client]
     rows: list[dict[str, Any]] = []
     for kind in kinds:
@@ -146,6 +136,7 @@ async def run(
 
 
 def add_args(parser: argparse.ArgumentParser) -> None:
+    """The bench's own options."""
     parser.add_argument("--missed", type=int, default=5000)
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--restarts", type=int, default=3)

@@ -17,7 +17,10 @@ import time
 from typing import Any
 
 from bench import append, fanout, memory, reconnect, sse_delivery
-from bench.common import ROOT, _run, print_table, store_kinds, wait_quiet
+from bench.cli import run_loop, store_kinds
+from bench.figures import print_table
+from bench.machine import wait_quiet
+from bench.names import ROOT
 
 
 def environment() -> dict[str, Any]:
@@ -40,7 +43,7 @@ def environment() -> dict[str, Any]:
     try:
         import psycopg
 
-        from bench.common import PG_BASE
+        from bench.stores import PG_BASE
 
         with psycopg.connect(PG_BASE, connect_timeout=3) as conn:
             row = conn.execute("SHOW server_version").fetchone()
@@ -67,6 +70,7 @@ def _psycopg_impl() -> str:
 
 
 async def run_all(kinds: list[str], quick: bool) -> dict[str, Any]:
+    """Every bench in turn, then all their tables again together."""
     results: dict[str, Any] = {"environment": environment()}
     print("environment:", json.dumps(results["environment"]))
     timings = {}
@@ -133,6 +137,7 @@ async def run_all(kinds: list[str], quick: bool) -> dict[str, Any]:
 
 
 def main() -> None:
+    """`python -m bench.run_all`."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -149,7 +154,7 @@ def main() -> None:
     async def go() -> None:
         box.update(await run_all(store_kinds(args.store), args.quick))
 
-    _run(go())
+    run_loop(go())
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(box, fh, indent=1, default=str)

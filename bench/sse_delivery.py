@@ -26,19 +26,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from bench.common import (
-    Fleet,
-    Frames,
-    Worker,
-    bench_main,
-    chunk_delays,
-    ms,
-    percentile,
-    print_table,
-    save_delays,
-    stream_path,
-    verdict,
-)
+from bench.channel import Worker
+from bench.cli import bench_main
+from bench.figures import ms, percentile, print_table, verdict
+from bench.fleet import Fleet, follow
+from bench.frames import Frames, chunk_delays, save_delays
 
 TARGET_RATE = 15_000.0
 TARGET_P99_MS = 50.0
@@ -112,12 +104,7 @@ async def live(
     writer = writer or host
     made = await writer.call("new_run", record=True)
     out = fleet.frames_file()
-    call = client.send(
-        "follow",
-        base_url=host.info["base_url"],
-        paths=[stream_path(made["run"])],
-        out=out,
-    )
+    call = follow(client, host, [made["run"]], out=out)
     await call.wait("connected")
     streamed = await writer.call(
         "stream", run=made["run"], visit=made["visit"], n=events, finish=True
@@ -145,14 +132,7 @@ async def replay(
             if not evicted["gone"]:
                 raise RuntimeError(f"run {run} could not be evicted")
         out = fleet.frames_file()
-        result = (
-            await client.call(
-                "follow",
-                base_url=host.info["base_url"],
-                paths=[stream_path(run)],
-                out=out,
-            )
-        )["clients"][0]
+        result = (await follow(client, host, [run], out=out).result())["clients"][0]
         rows.append(
             _row(
                 store,
@@ -194,6 +174,7 @@ async def live_median(
 async def run(
     kinds: list[str], events: int = 10_000, repeat: int = 3, xproc: bool = True
 ) -> list[dict[str, Any]]:
+    """Every store; one table."""
     rows: list[dict[str, Any]] = []
     for kind in kinds:
         async with Fleet("sse") as fleet:
@@ -219,6 +200,7 @@ async def run(
 
 
 def add_args(parser: argparse.ArgumentParser) -> None:
+    """The bench's own options."""
     parser.add_argument("--events", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=3)
 
