@@ -179,4 +179,4 @@ RUN_EVENT_TYPES: tuple[type[RunEvent], ...] = get_args(AnyRunEvent)
 
 def event_tag(event: RunEvent) -> str:
     """The stable stored tag of an event."""
-    return type(event).__struct_config__.tag  # type: ignore[return-value]
+    return str(type(event).__struct_config__.tag)

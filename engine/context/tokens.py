@@ -126,9 +126,9 @@ class ContextTokens:
 
     def authenticate(self, token: str | None) -> Grant:
         """The grant of a live token; InvalidToken or ExpiredToken otherwise."""
-        if not looks_like_token(token):
+        if token is None or not looks_like_token(token):
             raise InvalidToken("missing or malformed context token")
-        digest = _digest(token)  # type: ignore[arg-type]
+        digest = _digest(token)
         live = self._live.get(digest)
         if live is None:
             raise InvalidToken("invalid context token")
