@@ -30,6 +30,7 @@ from engine.context.views import (
 )
 from engine.runs.service import RunNotFound
 from projections.visits import UnknownMetaKind, VisitNotFound
+from projections.wire import encode
 
 log = logging.getLogger("flowtrail.api.context")
 
@@ -75,7 +76,6 @@ class NotLoopback(PermissionError):
     """The request came from another host; the endpoints do not exist for it (404)."""
 
 
-_encoder = msgspec.json.Encoder()
 _decoders = {kind: msgspec.json.Decoder(kind) for kind in (PathQuery, OutputQuery, MetaQuery)}
 _NO_STORE = {"Cache-Control": "no-store"}
 
@@ -138,7 +138,7 @@ async def _answer(
     view = await asker_view(services, grant, cold)
     body = {"code": 200, "message": "success", "data": build(view, query)}
     return Response(
-        content=_encoder.encode(body), status_code=200, media_type=MediaType.JSON,
+        content=encode(body), status_code=200, media_type=MediaType.JSON,
         headers={**_NO_STORE, "X-Context-Source": view.source},
     )
 

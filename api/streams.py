@@ -22,13 +22,13 @@ from engine.streams.hot import HotRun, encode_frame
 from engine.waiting import wait_event
 from projections.sse import TERMINAL_EVENTS, render_all
 from projections.visits import visit_snapshot
+from projections.wire import encode
 
 KEEPALIVE = ServerSentEventMessage(comment="keep-alive", data=None)
 EVENT_TYPES = (
     "node_status", "node_stream", "visit_recorded", "planner_decision", "workflow_complete", "workflow_error",
 )
 MAX_FILTER_VALUES = 100
-_encoder = msgspec.json.Encoder()
 
 
 class _NodeOf(msgspec.Struct):
@@ -132,7 +132,7 @@ def snapshot_frame(hot: HotRun, only: StreamFilter) -> bytes:
         "currentPause": summary.current_pause,
         "visits": visits,
     }
-    return ServerSentEventMessage(data=_encoder.encode(data), event="snapshot", id=hot.version).encode()
+    return ServerSentEventMessage(data=encode(data), event="snapshot", id=hot.version).encode()
 
 
 class FrameBatch(ServerSentEventMessage):

@@ -9,8 +9,8 @@ from api.errors import ApiError
 from api.schemas import CreatedRun, NodeView, PauseView, RunLinks, RunState, RunView, StartedRun, WorkspaceView
 from engine.bootstrap import Services
 from engine.streams.hot import HotRun
-from projections.logs import iso_utc
 from projections.summary import RunSummary, node_list
+from projections.wire import iso_utc
 
 API = "/api/v1"
 

@@ -1,46 +1,16 @@
-"""A visit's log as the seed renders it: coalesced thinking, tool calls, TODO list, errors.
-
-Also the one timestamp rendering every projection uses.
-"""
+"""A visit's log as the seed renders it: coalesced thinking, tool calls, TODO list, errors."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import msgspec
 
-_encoder = msgspec.json.Encoder()
+from projections.wire import iso_utc, to_json
 
 # Stream kinds whose log entry is `message = tool name, detail = full content`.
 _TOOL_KINDS = frozenset({"tool_call", "tool_result", "tool_progress", "todo_update"})
-
-
-def iso_utc(at: datetime | None) -> str | None:
-    """ISO-8601 in UTC with `Z`, milliseconds kept when present (naive means UTC)."""
-    if at is None:
-        return None
-    return _iso(at) + "Z"
-
-
-def iso_local(at: datetime | None) -> str | None:
-    """ISO_LOCAL_DATE_TIME (no zone), wall time in UTC, milliseconds kept when present."""
-    if at is None:
-        return None
-    return _iso(at)
-
-
-def _iso(at: datetime) -> str:
-    """`YYYY-MM-DDTHH:MM:SS[.mmm]` in UTC (msgspec's RFC 3339 text, the fast path)."""
-    if at.tzinfo is not None and at.utcoffset():
-        at = at.astimezone(UTC)
-    text = _encoder.encode(at)[1:-1].decode()
-    return text[:23] if len(text) > 20 else text[:19]
-
-
-def to_json(value: Any) -> str:
-    """Compact JSON text of a value."""
-    return _encoder.encode(value).decode()
 
 
 def clarify_json(clarify_id: str, question: str, choices: tuple[str, ...] | list[str]) -> str:

@@ -10,6 +10,7 @@ import msgspec
 from domain import events as ev
 from projections.logs import clarify_json
 from projections.visits import VisitIndex, visit_snapshot
+from projections.wire import encoder
 
 TOOL_CONTENT_LIMIT = 500
 TERMINAL_EVENTS = frozenset({"workflow_complete", "workflow_error"})
@@ -17,7 +18,6 @@ TERMINAL_EVENT_TYPES = frozenset({ev.RunCompleted, ev.RunFailed, ev.RunCancelled
 SILENT_EVENT_TYPES = frozenset({ev.RunCreated, ev.RunStarted, ev.ClarifyAnswered, ev.RunCancelRequested})
 
 _END_STATUS = {ev.VisitCompleted: "SUCCESS", ev.VisitFailed: "FAILED", ev.VisitSkipped: "SKIPPED"}
-_encoder = msgspec.json.Encoder()
 
 
 class SseMessage(msgspec.Struct, frozen=True):
@@ -51,7 +51,7 @@ def render_stateless(event: ev.RunEvent, run_id: str) -> SseMessage:
 
 
 def _message(event: ev.RunEvent, data: dict[str, Any]) -> SseMessage:
-    return SseMessage(event.originator_version, data["type"], _encoder.encode(data))
+    return SseMessage(event.originator_version, data["type"], encoder.encode(data))
 
 
 def cancel_error(reason: str) -> str:

@@ -8,9 +8,9 @@ from typing import Any
 
 from domain import events as ev
 from domain.run import RunStatus
-from projections.logs import iso_local, iso_utc
 from projections.sse import cancel_error, produces_sse_message
 from projections.visits import VisitIndex
+from projections.wire import iso_local, iso_utc
 
 EXTERNAL_STATUS = {
     RunStatus.CREATED: "CREATED",

@@ -7,7 +7,8 @@ from datetime import datetime
 from typing import Any
 
 from domain import events as ev
-from projections.logs import VisitLog, iso_utc, to_json
+from projections.logs import VisitLog
+from projections.wire import iso_utc, to_json
 
 MAX_VISITS_PER_RUN = 200
 

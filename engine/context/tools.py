@@ -19,6 +19,7 @@ import httpx
 import msgspec
 
 from engine.llm.types import ToolSpec
+from projections.wire import encode, to_json
 
 if TYPE_CHECKING:
     from engine.bootstrap import Services
@@ -36,8 +37,6 @@ _FORBIDDEN_HEADERS = ("set-cookie", "location")
 _KINDS = ("THINKING", "TOOL_CALLS", "TODO", "ALL")
 
 PATHS, OUTPUT, META = "get_predecessor_paths", "get_node_output", "get_node_meta"
-
-_encoder = msgspec.json.Encoder()
 
 SPECS = (
     ToolSpec(
@@ -135,7 +134,7 @@ def clip(value: Any, limit: int = MAX_VALUE_BYTES) -> tuple[Any, bool]:
         for item in value:
             item, item_cut = clip(item, limit)
             cut = cut or item_cut
-            size += len(_encoder.encode(item)) + 1
+            size += len(encode(item)) + 1
             if size > limit:
                 return kept, True
             kept.append(item)
@@ -145,8 +144,8 @@ def clip(value: Any, limit: int = MAX_VALUE_BYTES) -> tuple[Any, bool]:
         for key, item in value.items():
             clipped[key], item_cut = clip(item, limit)
             cut = cut or item_cut
-        if len(_encoder.encode(clipped)) > limit:
-            return clip(_encoder.encode(clipped).decode(), limit)[0], True
+        if len(encode(clipped)) > limit:
+            return clip(to_json(clipped), limit)[0], True
         return clipped, cut
     return value, False
 
@@ -232,7 +231,7 @@ class ContextToolbox:
         try:
             body = self._body(name, arguments if isinstance(arguments, dict) else {})
             data = await self._post(_ENDPOINTS[name], body)
-            return _encoder.encode(_whitelisted(name, data)).decode()
+            return to_json(_whitelisted(name, data))
         except ToolFailure as exc:
             return self._error(str(exc))
 
@@ -267,7 +266,7 @@ class ContextToolbox:
 
     async def _post_once(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         try:
-            async with self._client.stream("POST", path, content=_encoder.encode(body)) as response:
+            async with self._client.stream("POST", path, content=encode(body)) as response:
                 for header in _FORBIDDEN_HEADERS:
                     if header in response.headers:
                         raise ToolFailure(f"context query response discarded: it carried a {header.title()} header")
@@ -292,7 +291,7 @@ class ContextToolbox:
 
     def _error(self, message: str) -> str:
         log.info("context tool call refused for visit %s: %s", self.visit_uuid, message)
-        return _encoder.encode({"error": message}).decode()
+        return to_json({"error": message})
 
     async def aclose(self) -> None:
         """Close the HTTP client."""

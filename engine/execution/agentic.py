@@ -16,7 +16,6 @@ from domain.errors import AnswerNotJson
 from domain.events import PlannerDecided
 from domain.outputs import parse_json_answer
 from domain.workflow import NodeDefinition, WorkflowDefinition, node_by_id, start_nodes
-from engine.execution.agent_loop import to_json
 from engine.execution.errors import CancelHalt, RunFailure, describe_llm_error
 from engine.execution.models import scripted_planner
 from engine.execution.outcomes import Completed, Failed, Paused, RunOutcome
@@ -30,6 +29,7 @@ from engine.llm import (
     Message,
     collect,
 )
+from projections.wire import to_json
 
 if TYPE_CHECKING:
     from engine.execution.session import RunSession

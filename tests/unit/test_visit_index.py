@@ -7,7 +7,6 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from projections.logs import iso_local, iso_utc
 from projections.visits import (
     UnknownMetaKind,
     VisitIndex,
@@ -17,6 +16,7 @@ from projections.visits import (
     output_view,
     visit_snapshot,
 )
+from projections.wire import iso_local, iso_utc
 from tests.unit.builders import RUN_ID, RunLog, fold
 
 
