@@ -29,6 +29,7 @@ from engine.context.views import (
     path_body,
 )
 from engine.runs.service import RunNotFound
+from projections.payloads import NodeMeta, NodeOutput, PredecessorPaths
 from projections.visits import UnknownMetaKind, VisitNotFound
 from projections.wire import encode
 
@@ -66,6 +67,9 @@ class MetaQuery(msgspec.Struct, rename="camel", frozen=True):
     node_id: Name | None = None
     kind: Name | None = None
     iter_seq: IterSeq | None = None
+
+
+ContextBody = PredecessorPaths | NodeOutput | NodeMeta
 
 
 class BadContextQuery(ValueError):
@@ -122,7 +126,7 @@ def handle_context_error(request: Request[Any, Any, Any], exc: Exception) -> Res
 
 async def _answer(
     request: Request[Any, Any, Any], services: Services, cold: ColdIndexes, kind: type[Any],
-    build: Callable[[AskerView, Any], dict[str, Any]],
+    build: Callable[[AskerView, Any], ContextBody],
 ) -> Response[bytes]:
     """Loopback, switch, token, body, run, then the view: in that order, so refusals leak nothing."""
     if not is_loopback(request.client.host if request.client else None):
@@ -143,7 +147,7 @@ async def _answer(
     )
 
 
-def _meta(view: AskerView, query: MetaQuery) -> dict[str, Any]:
+def _meta(view: AskerView, query: MetaQuery) -> NodeMeta:
     if not query.visit_uuid and not query.node_id:
         raise BadContextQuery("a meta query needs a visitUuid or a nodeId")
     return meta_body(view, query.visit_uuid, query.node_id, query.kind, query.iter_seq)

@@ -15,7 +15,7 @@ from litestar.response import ServerSentEvent, ServerSentEventMessage
 
 from api.access import visible_run
 from api.errors import ApiError, validation_failed
-from api.schemas import RunIdInPath, WorkflowNameInPath, error_responses
+from api.schemas import EventStreamOperation, RunIdInPath, WorkflowNameInPath, stream_responses
 from engine.bootstrap import Services
 from engine.settings import ApiKey
 from engine.streams.hot import HotRun, encode_frame
@@ -240,7 +240,8 @@ class RunStreamController(Controller):
         operation_id="streamRun",
         summary="Follow a run over SSE; resume with Last-Event-ID",
         media_type="text/event-stream",
-        responses=error_responses(400, 404),
+        responses=stream_responses(400, 404),
+        operation_class=EventStreamOperation,
     )
     async def stream(
         self,

@@ -6,13 +6,16 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from msgspec import UNSET
+
 from domain import events as ev
 from domain.run import RunStatus
+from projections.payloads import NodeView, PauseView, RunStatusName
 from projections.sse import cancel_error, produces_sse_message
 from projections.visits import VisitIndex
 from projections.wire import iso_local, iso_utc
 
-EXTERNAL_STATUS = {
+EXTERNAL_STATUS: dict[RunStatus, RunStatusName] = {
     RunStatus.CREATED: "CREATED",
     RunStatus.RUNNING: "RUNNING",
     RunStatus.PAUSED: "RUNNING",
@@ -47,7 +50,7 @@ class RunSummary:
         self.cancel_requested = False
         self.cancel_requested_at: datetime | None = None
         self.cancelled = False
-        self.current_pause: dict[str, Any] | None = None
+        self.current_pause: PauseView | None = None
         self.last_event_id = 0
         self.last_sse_id = 0
         self.working_dir_files: tuple[str, ...] = ()
@@ -55,7 +58,7 @@ class RunSummary:
         self.answered_clarify_ids: set[str] = set()
 
     @property
-    def external_status(self) -> str:
+    def external_status(self) -> RunStatusName:
         """The external API status: CREATED, RUNNING, SUCCESS or FAILED."""
         return EXTERNAL_STATUS[self.status]
 
@@ -83,13 +86,7 @@ class RunSummary:
     def _clarify_requested(self, event: ev.ClarifyRequested) -> None:
         self.status = RunStatus.PAUSED
         self.asked_clarify_ids.add(event.clarify_id)
-        self.current_pause = {
-            "clarifyId": event.clarify_id,
-            "nodeId": event.node_id,
-            "question": event.question,
-            "choices": list(event.choices),
-            "createdAt": iso_local(event.timestamp),
-        }
+        self.current_pause = pause_view(event)
 
     def _clarify_answered(self, event: ev.ClarifyAnswered) -> None:
         self.answered_clarify_ids.add(event.clarify_id)
@@ -175,19 +172,34 @@ def summarize(events: list[ev.RunEvent] | tuple[ev.RunEvent, ...]) -> RunSummary
     return summary
 
 
-def node_list(index: VisitIndex) -> list[dict[str, Any]]:
-    """GET run `nodes`: one entry a node, its last visit's state, logs counted over all visits."""
+def pause_view(event: ev.ClarifyRequested) -> PauseView:
+    """The question a run waits on (`currentPause`), its time as ISO_LOCAL_DATE_TIME."""
+    return PauseView(
+        clarify_id=event.clarify_id,
+        node_id=event.node_id,
+        question=event.question,
+        choices=event.choices,
+        created_at=iso_local(event.timestamp),
+    )
+
+
+def node_list(index: VisitIndex, logs_url: Callable[[str], str] | None = None) -> list[NodeView]:
+    """GET run `nodes`: one entry a node, its last visit's state, logs counted over all visits.
+
+    `logs_url` names where a node's logs are served (the API knows; the audit view leaves it out).
+    """
     views = []
     for node_id in index.node_ids():
         visits = index.visits_of(node_id)
         last = visits[-1]
-        views.append({
-            "nodeId": node_id,
-            "nodeType": last.node_type,
-            "label": last.node_label,
-            "status": last.status,
-            "output": last.output,
-            "error": last.error,
-            "logsCount": sum(visit.logs_count for visit in visits),
-        })
+        views.append(NodeView(
+            node_id=node_id,
+            node_type=last.node_type,
+            label=last.node_label,
+            status=last.status,
+            output=last.output,
+            error=last.error,
+            logs_count=sum(visit.logs_count for visit in visits),
+            logs_url=logs_url(node_id) if logs_url is not None else UNSET,
+        ))
     return views

@@ -7,7 +7,7 @@ by one long-lived encoder (msgspec encoders are cheap to call and costly to buil
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, overload
 
 import msgspec
 
@@ -24,6 +24,10 @@ def to_json(value: Any) -> str:
     return encoder.encode(value).decode()
 
 
+@overload
+def iso_utc(at: datetime) -> str: ...
+@overload
+def iso_utc(at: datetime | None) -> str | None: ...
 def iso_utc(at: datetime | None) -> str | None:
     """ISO-8601 in UTC with `Z`, milliseconds kept when present (naive means UTC)."""
     if at is None:
@@ -31,6 +35,10 @@ def iso_utc(at: datetime | None) -> str | None:
     return _iso(at) + "Z"
 
 
+@overload
+def iso_local(at: datetime) -> str: ...
+@overload
+def iso_local(at: datetime | None) -> str | None: ...
 def iso_local(at: datetime | None) -> str | None:
     """ISO_LOCAL_DATE_TIME (no zone), wall time in UTC, milliseconds kept when present."""
     if at is None:

@@ -130,7 +130,8 @@ def clip(value: Any, limit: int = MAX_VALUE_BYTES) -> tuple[Any, bool]:
             return value, False
         return raw[:limit].decode(errors="ignore"), True
     if isinstance(value, list):
-        kept, size, cut = [], 2, False
+        kept: list[Any] = []
+        size, cut = 2, False
         for item in value:
             item, item_cut = clip(item, limit)
             cut = cut or item_cut

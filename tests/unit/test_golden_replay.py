@@ -2,8 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import msgspec
 import pytest
 
+from projections.payloads import (
+    NodeStatusEndedPayload,
+    NodeStatusRunningPayload,
+    NodeStreamPayload,
+    PlannerDecisionPayload,
+    SnapshotPayload,
+    VisitRecordedPayload,
+    VisitRefRecordedPayload,
+    WorkflowCompletePayload,
+    WorkflowErrorPayload,
+)
+from projections.wire import encode
 from tests.fixtures.golden import (
     DEMOS,
     EDGES,
@@ -19,6 +34,10 @@ from tests.fixtures.golden import (
 )
 
 LOG_NAMES = (*DEMOS, *EDGES)
+PAYLOADS = {
+    "node_stream": NodeStreamPayload, "planner_decision": PlannerDecisionPayload, "snapshot": SnapshotPayload,
+    "workflow_complete": WorkflowCompletePayload, "workflow_error": WorkflowErrorPayload,
+}
 
 
 @pytest.mark.parametrize("name", LOG_NAMES)
@@ -52,3 +71,32 @@ def test_run_views_node_logs_and_context_answers_send_the_recorded_bytes(name):
     assert list(actual) == list(expected)
     for label, body in expected.items():
         assert actual[label] == body, label
+
+
+def payload_type(event: str, data: bytes) -> type[Any]:
+    """The payload Struct documented for a message."""
+    if event == "node_status":
+        return NodeStatusRunningPayload if b'"status":"RUNNING"' in data else NodeStatusEndedPayload
+    if event == "visit_recorded":
+        return VisitRecordedPayload if b'"logsJson"' in data else VisitRefRecordedPayload
+    return PAYLOADS[event]
+
+
+def messages_in(frames: bytes) -> list[tuple[str, bytes]]:
+    """(event, data) of every message in a run of SSE frames."""
+    messages = []
+    for frame in frames.split(b"\r\n\r\n"):
+        fields = dict(line.split(b": ", 1) for line in frame.split(b"\r\n") if line and not line.startswith(b":"))
+        if b"data" in fields:
+            messages.append((fields[b"event"].decode(), fields[b"data"]))
+    return messages
+
+
+@pytest.mark.parametrize("name", LOG_NAMES)
+def test_every_message_is_exactly_its_documented_payload(name):
+    frames = (LOGS / f"{name}.sse").read_bytes() + (LOGS / f"{name}.frames.sse").read_bytes()
+    messages = messages_in(frames)
+    assert {event for event, _ in messages} >= {"node_status", "visit_recorded", "snapshot"}
+    for event, data in messages:
+        payload = msgspec.json.decode(data, type=payload_type(event, data))
+        assert payload.type == event and encode(payload) == data
