@@ -20,6 +20,7 @@ from engine.bootstrap import Services
 from engine.settings import ApiKey
 from engine.streams.hot import HotRun, encode_frame
 from engine.waiting import wait_event
+from projections.payloads import SnapshotPayload
 from projections.sse import TERMINAL_EVENTS, render_all
 from projections.visits import visit_snapshot
 from projections.wire import encode
@@ -123,16 +124,15 @@ def snapshot_frame(hot: HotRun, only: StreamFilter) -> bytes:
         visit_snapshot(v) for v in hot.sse.index.in_order()
         if only.nodes is None or v.node_id in only.nodes
     ]
-    data = {
-        "runId": hot.run_id.hex,
-        "type": "snapshot",
-        "status": summary.external_status,
-        "cancelRequested": summary.cancel_requested,
-        "cancelled": summary.cancelled,
-        "currentPause": summary.current_pause,
-        "visits": visits,
-    }
-    return ServerSentEventMessage(data=encode(data), event="snapshot", id=hot.version).encode()
+    payload = SnapshotPayload(
+        run_id=hot.run_id.hex,
+        status=summary.external_status,
+        cancel_requested=summary.cancel_requested,
+        cancelled=summary.cancelled,
+        current_pause=summary.current_pause,
+        visits=visits,
+    )
+    return ServerSentEventMessage(data=encode(payload), event=payload.type, id=hot.version).encode()
 
 
 class FrameBatch(ServerSentEventMessage):
