@@ -35,11 +35,19 @@ _END_STATUS: dict[type, EndStatus] = {ev.VisitCompleted: "SUCCESS", ev.VisitFail
 
 
 class SseMessage(msgspec.Struct, frozen=True):
-    """One SSE message: `id` (the event's position), `event` (its type) and compact JSON `data`."""
+    """One SSE message: `id` (the event's position), `event` (its type) and compact JSON `data`.
+
+    `node_id` is the node the message is about (None: the run as a whole), for stream filters.
+    """
 
     id: int
     event: str
     data: bytes
+    node_id: str | None = None
+
+
+Topic = tuple[str, str | None]
+"""What a stream filter reads of a message: its event type and its node (None: the run as a whole)."""
 
 
 def produces_sse_message(event: ev.RunEvent) -> bool:
@@ -59,13 +67,21 @@ def ends_stream(pending: SseMessage | ev.RunEvent) -> bool:
     return type(pending) in TERMINAL_EVENT_TYPES
 
 
+def message_topic(pending: SseMessage | ev.RunEvent) -> Topic:
+    """The event type and node of a message, rendered or not yet (see `apply_deferring`)."""
+    if isinstance(pending, SseMessage):
+        return pending.event, pending.node_id
+    return _STATELESS_EVENT[type(pending)], getattr(pending, "node_id", None)
+
+
 def render_stateless(event: ev.RunEvent, run_id: str) -> SseMessage:
     """The message of an event whose rendering needs no state (see `apply_deferring`)."""
     return _message(event, _STATELESS[type(event)](event, run_id))
 
 
 def _message(event: ev.RunEvent, payload: EventPayload) -> SseMessage:
-    return SseMessage(event.originator_version, payload.type, encoder.encode(payload))
+    node_id = getattr(event, "node_id", None)
+    return SseMessage(event.originator_version, payload.type, encoder.encode(payload), node_id)
 
 
 def cancel_error(reason: str) -> str:
@@ -194,6 +210,15 @@ _STATELESS: dict[type, Callable[[Any, str], EventPayload]] = {
     ev.RunCompleted: _run_completed,
     ev.RunFailed: _run_failed,
     ev.RunCancelled: _run_cancelled,
+}
+_STATELESS_EVENT = {
+    ev.VisitStarted: "node_status",
+    ev.NodeStreamed: "node_stream",
+    ev.ClarifyRequested: "node_stream",
+    ev.PlannerDecided: "planner_decision",
+    ev.RunCompleted: "workflow_complete",
+    ev.RunFailed: "workflow_error",
+    ev.RunCancelled: "workflow_error",
 }
 
 

@@ -20,7 +20,7 @@ from uuid import UUID
 from litestar.response import ServerSentEventMessage
 
 from domain.events import RunEvent
-from projections.sse import SseMessage, SseProjection, ends_stream, render_stateless
+from projections.sse import SseMessage, SseProjection, Topic, ends_stream, message_topic, render_stateless
 from projections.summary import RunSummary
 
 
@@ -41,6 +41,8 @@ class HotRun:
         self.ids: list[int] = []
         self.run_hex = run_id.hex
         self.frames: list[bytes | SseMessage | RunEvent] = []
+        self.topics: list[Topic] = []
+        self._topics: dict[Topic, Topic] = {}
         self.dropped_upto = 0
         self.terminal_id: int | None = None
         self.pending: dict[int, Any] = {}
@@ -83,6 +85,8 @@ class HotRun:
             return
         self.ids.append(event.originator_version)
         self.frames.append(pending)
+        topic = message_topic(pending)
+        self.topics.append(self._topics.setdefault(topic, topic))
         if ends_stream(pending):
             self.terminal_id = event.originator_version
         if len(self.ids) > self.max_frames + self.max_frames // 4:
@@ -90,6 +94,7 @@ class HotRun:
             self.dropped_upto = self.ids[cut - 1]
             del self.ids[:cut]
             del self.frames[:cut]
+            del self.topics[:cut]
 
     def _notify(self) -> None:
         changed, self._changed = self._changed, asyncio.Event()
@@ -99,28 +104,35 @@ class HotRun:
         """True when every frame after `cursor` is still in memory."""
         return cursor >= self.dropped_upto
 
-    def frames_after(self, cursor: int, limit: int = 2000) -> tuple[list[bytes], int]:
-        """Frames with id > cursor (at most `limit`) and the id of the last one.
+    def frames_after(
+        self, cursor: int, limit: int = 2000, wants: Callable[[str, str | None], bool] | None = None
+    ) -> tuple[list[bytes], int]:
+        """Frames with id > cursor (at most `limit` looked at) and the id of the last one looked at.
 
         A message is framed the first time any client needs it, then shared by all. A big
         message (a visit's closing status repeats its whole log) starts a batch of its own,
-        so the frames before it are not held back while it is framed.
+        so the frames before it are not held back while it is framed. `wants(event, node_id)`
+        leaves out (and does not frame) the messages a client's filter refuses.
         """
         start = bisect.bisect_right(self.ids, cursor)
         end = min(len(self.ids), start + limit)
         if start >= end:
             return [], cursor
-        frames = self.frames
+        frames, topics = self.frames, self.topics
         out: list[bytes] = []
+        last = start
         for i in range(start, end):
             item = frames[i]
             if out and isinstance(item, SseMessage) and len(item.data) > BIG_MESSAGE_BYTES:
                 break
+            last = i
+            if wants is not None and not wants(*topics[i]):
+                continue
             if not isinstance(item, bytes):
                 message = item if isinstance(item, SseMessage) else render_stateless(item, self.run_hex)
                 item = frames[i] = encode_frame(message)
             out.append(item)
-        return out, self.ids[start + len(out) - 1]
+        return out, self.ids[last]
 
     def changed_event(self) -> asyncio.Event:
         """The event that the next change will set (take it before reading frames)."""
