@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Any
 
 import msgspec
 from litestar import Controller, MediaType, Request, Response, Router, post
@@ -18,6 +18,20 @@ from litestar.di import NamedDependency
 from litestar.exceptions import HTTPException
 
 from engine.bootstrap import Services
+from engine.context.contract import (
+    MAX_BODY_BYTES,
+    META_ROUTE,
+    OUTPUT_ROUTE,
+    PATH_ROUTE,
+    ROOT,
+    SUCCESS_CODE,
+    TOKEN_HEADER,
+    ContextAnswer,
+    MetaQuery,
+    OutputQuery,
+    PathQuery,
+    success,
+)
 from engine.context.tokens import ContextTokenError, require_run
 from engine.context.views import (
     AskerView,
@@ -35,40 +49,6 @@ from projections.wire import encode
 
 log = logging.getLogger("flowtrail.api.context")
 
-TOKEN_HEADER = "X-Context-Token"
-MAX_BODY_BYTES = 16 * 1024
-
-RunId = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
-Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
-IterSeq = Annotated[int, msgspec.Meta(ge=1)]
-
-
-class PathQuery(msgspec.Struct, rename="camel", frozen=True):
-    """§2.1 request: the run and the visit whose predecessors are asked for (null: the asker's own)."""
-
-    run_id: RunId
-    visit_uuid: Name | None = None
-
-
-class OutputQuery(msgspec.Struct, rename="camel", frozen=True):
-    """§2.2 request: a node, one field of its data (null: all), which visit (null: the last)."""
-
-    run_id: RunId
-    node_id: Name
-    field: Name | None = None
-    iter_seq: IterSeq | None = None
-
-
-class MetaQuery(msgspec.Struct, rename="camel", frozen=True):
-    """§2.3 request: a visit by uuid, or a node and iterSeq, and the kind (null: ALL)."""
-
-    run_id: RunId
-    visit_uuid: Name | None = None
-    node_id: Name | None = None
-    kind: Name | None = None
-    iter_seq: IterSeq | None = None
-
-
 ContextBody = PredecessorPaths | NodeOutput | NodeMeta
 
 
@@ -80,7 +60,7 @@ class NotLoopback(PermissionError):
     """The request came from another host; the endpoints do not exist for it (404)."""
 
 
-_decoders = {kind: msgspec.json.Decoder(kind) for kind in (PathQuery, OutputQuery, MetaQuery)}
+_decoders: dict[type, msgspec.json.Decoder[Any]] = {kind: msgspec.json.Decoder(kind) for kind in (PathQuery, OutputQuery, MetaQuery)}
 _NO_STORE = {"Cache-Control": "no-store"}
 
 
@@ -119,7 +99,7 @@ def handle_context_error(request: Request[Any, Any, Any], exc: Exception) -> Res
     if status >= 500 and status != 503:
         log.exception("context query on %s failed", request.url.path, exc_info=exc)
     return Response(
-        content={"code": status, "message": message, "data": None},
+        content=ContextAnswer(status, message),
         status_code=status, media_type=MediaType.JSON, headers=_NO_STORE,
     )
 
@@ -140,9 +120,8 @@ async def _answer(
         raise BadContextQuery(f"invalid request body: {exc}") from None
     require_run(grant, query.run_id)
     view = await asker_view(services, grant, cold)
-    body = {"code": 200, "message": "success", "data": build(view, query)}
     return Response(
-        content=encode(body), status_code=200, media_type=MediaType.JSON,
+        content=encode(success(build(view, query))), status_code=SUCCESS_CODE, media_type=MediaType.JSON,
         headers={**_NO_STORE, "X-Context-Source": view.source},
     )
 
@@ -156,7 +135,7 @@ def _meta(view: AskerView, query: MetaQuery) -> NodeMeta:
 class ContextQueryController(Controller):
     """The internal context query API (seed §2); the one instance per app keeps the cold folds."""
 
-    path = "/internal/context"
+    path = ROOT
     include_in_schema = False
     exception_handlers = {Exception: handle_context_error}
     request_max_body_size = MAX_BODY_BYTES
@@ -165,12 +144,12 @@ class ContextQueryController(Controller):
         super().__init__(owner)
         self.cold = ColdIndexes()
 
-    @post("/path", operation_id="contextPath", status_code=200)
+    @post(PATH_ROUTE, operation_id="contextPath", status_code=200)
     async def query_path(self, request: Request[Any, Any, Any], services: NamedDependency[Services]) -> Response[bytes]:
         """§2.1: every chain of earlier visits leading to the asking visit."""
         return await _answer(request, services, self.cold, PathQuery, lambda view, q: path_body(view, q.visit_uuid))
 
-    @post("/output", operation_id="contextOutput", status_code=200)
+    @post(OUTPUT_ROUTE, operation_id="contextOutput", status_code=200)
     async def query_output(
         self, request: Request[Any, Any, Any], services: NamedDependency[Services]
     ) -> Response[bytes]:
@@ -179,7 +158,7 @@ class ContextQueryController(Controller):
             request, services, self.cold, OutputQuery, lambda view, q: output_body(view, q.node_id, q.field, q.iter_seq)
         )
 
-    @post("/meta", operation_id="contextMeta", status_code=200)
+    @post(META_ROUTE, operation_id="contextMeta", status_code=200)
     async def query_meta(self, request: Request[Any, Any, Any], services: NamedDependency[Services]) -> Response[bytes]:
         """§2.3: an earlier visit's thinking, tool calls, TODO list, or all with logs."""
         return await _answer(request, services, self.cold, MetaQuery, _meta)

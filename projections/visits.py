@@ -258,6 +258,7 @@ def output_view(index: Visits, node_id: str, field: str | None = None, iter_seq:
 
 
 META_KINDS = ("THINKING", "TOOL_CALLS", "TODO", "ALL")
+DEFAULT_META_KIND = "ALL"
 
 
 class UnknownMetaKind(ValueError):
@@ -267,7 +268,7 @@ class UnknownMetaKind(ValueError):
 def meta_view(index: Visits, visit_uuid: str | None, node_id: str | None,
               kind: str | None = None, iter_seq: int | None = None) -> NodeMeta:
     """§2.3: a visit's thinking, tool calls, TODO list, or all of them with the raw logs."""
-    kind = (kind or "ALL").upper()
+    kind = (kind or DEFAULT_META_KIND).upper()
     if kind not in META_KINDS:
         raise UnknownMetaKind(f"unknown meta kind {kind!r}; expected one of {', '.join(META_KINDS)}")
     if visit_uuid:
