@@ -15,12 +15,13 @@ from litestar.response import ServerSentEvent, ServerSentEventMessage
 from api.access import visible_run
 from api.errors import ApiError, validation_failed
 from api.schemas import EventStreamOperation, RunIdInPath, WorkflowNameInPath, stream_responses
+from api.sse import encode_frame
 from engine.bootstrap import Services
 from engine.settings import ApiKey
-from engine.streams.hot import HotRun, encode_frame
+from engine.streams.hot import HotRun
 from engine.waiting import wait_event
 from projections.payloads import SnapshotPayload
-from projections.sse import TERMINAL_EVENTS, render_all
+from projections.sse import TERMINAL_EVENTS, SseMessage, render_all
 from projections.visits import visit_snapshot
 from projections.wire import encode
 
@@ -108,7 +109,7 @@ def snapshot_frame(hot: HotRun, only: StreamFilter) -> bytes:
         current_pause=summary.current_pause,
         visits=visits,
     )
-    return ServerSentEventMessage(data=encode(payload), event=payload.type, id=hot.version).encode()
+    return encode_frame(SseMessage(hot.version, payload.type, encode(payload)))
 
 
 class FrameBatch(ServerSentEventMessage):

@@ -158,6 +158,7 @@ async def writer_round(services: Any, kind: str, chunks: int) -> dict[str, float
 async def bench_store(
     fleet: Fleet, kind: str, chunks: int, rounds: int
 ) -> list[dict[str, Any]]:
+    from api.sse import encode_frame
     from engine.bootstrap import build_services, tune_collector
     from engine.settings import Settings, StoreSettings
 
@@ -167,7 +168,7 @@ async def bench_store(
         store=StoreSettings(database_url=store.url),
         load_demos=False,
     )
-    services = build_services(settings)
+    services = build_services(settings, encode_frame=encode_frame)
     await services.start()
     tune_collector()  # as the server does at start-up
     mapper = services.store.mapper

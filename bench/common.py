@@ -591,9 +591,9 @@ class SaveRecorder:
     def __init__(self, alog: Any) -> None:
         self.watched: dict[Any, dict[int, float]] = {}
         self._sync_append = alog.sync.append_to_stream
-        self._async_append = alog.append
+        self._async_append = alog.append_to_stream
         alog.sync.append_to_stream = self.sync_append
-        alog.append = self.async_append
+        alog.append_to_stream = self.async_append
 
     def _mark(self, events: Any, now: float) -> None:
         for event in events:
@@ -824,11 +824,12 @@ async def host_main(serve: bool) -> None:
     import uvicorn
 
     from api.app import create_app
+    from api.sse import encode_frame
     from engine.bootstrap import build_services
     from engine.settings import Settings
 
     settings = Settings.from_env()
-    services = build_services(settings)
+    services = build_services(settings, encode_frame=encode_frame)
     commands = HostCommands(services)
     server = task = None
     if serve:

@@ -45,6 +45,7 @@ from litestar import Litestar
 
 from api.app import create_app
 from api.context import ContextQueryController
+from api.sse import encode_frame
 from bench.common import (
     FLOW,
     Fleet,
@@ -185,7 +186,7 @@ async def bench_store(fleet: Fleet, kind: str, requests: int, warmup: int, first
     store = fleet.store(kind)
     settings = replace(Settings(), port=free_port(), data_dir=fleet.workdir / f"data-{kind}",
                        store=StoreSettings(database_url=store.url), load_demos=False)
-    services = build_services(settings)
+    services = build_services(settings, encode_frame=encode_frame)
     app = create_app(services)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=settings.port, log_level="warning",
                                            lifespan="on"))

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from api.sse import encode_frame
 from bench.common import Store, bench_main, ms, percentile, print_table
 from domain import events as ev
 from engine.bootstrap import Services, build_services, tune_collector
@@ -127,7 +128,7 @@ async def measure(kind: str, label: str, tools: bool, repeat: int, concurrent_ru
     settings = Settings(data_dir=workdir / "data", store=StoreSettings(database_url=store.url),
                         engine=replace(EngineSettings(), scripted_pace_seconds=0.0),
                         context=ContextSettings(enabled=tools))
-    services = build_services(settings)
+    services = build_services(settings, encode_frame=encode_frame)
     try:
         await services.start()
         tune_collector()  # as the server does at start-up

@@ -17,23 +17,20 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 from uuid import UUID
 
-from litestar.response import ServerSentEventMessage
-
 from domain.events import RunEvent
 from projections.sse import SseMessage, SseProjection, Topic, ends_stream, message_topic, render_stateless
 from projections.summary import RunSummary
 
-
-def encode_frame(message: SseMessage) -> bytes:
-    """One SSE message framed by Litestar, once, for every client that will read it."""
-    return ServerSentEventMessage(data=message.data, event=message.event, id=message.id).encode()
+FrameEncoder = Callable[[SseMessage], bytes]
+"""Frames one message as the stream sends it (the HTTP edge's SSE framing, given to the hub)."""
 
 
 class HotRun:
     """One run's folded projections plus its recent SSE frames."""
 
-    def __init__(self, run_id: UUID, *, max_frames: int) -> None:
+    def __init__(self, run_id: UUID, *, max_frames: int, encode_frame: FrameEncoder) -> None:
         self.run_id = run_id
+        self.encode_frame = encode_frame
         self.version = 0
         self.sse = SseProjection()
         self.summary = RunSummary()
@@ -130,7 +127,7 @@ class HotRun:
                 continue
             if not isinstance(item, bytes):
                 message = item if isinstance(item, SseMessage) else render_stateless(item, self.run_hex)
-                item = frames[i] = encode_frame(message)
+                item = frames[i] = self.encode_frame(message)
             out.append(item)
         return out, self.ids[last]
 
@@ -163,9 +160,13 @@ BIG_MESSAGE_BYTES = 64 * 1024
 class LiveHub:
     """The set of hot runs in this process."""
 
-    def __init__(self, read: Reader, last_position: LastPosition, *, max_frames: int, retention_seconds: float) -> None:
+    def __init__(
+        self, read: Reader, last_position: LastPosition, *, max_frames: int, retention_seconds: float,
+        encode_frame: FrameEncoder,
+    ) -> None:
         self._read = read
         self._last_position = last_position
+        self.encode_frame = encode_frame
         self.max_frames = max_frames
         self.retention_seconds = retention_seconds
         self.runs: dict[UUID, HotRun] = {}
@@ -182,7 +183,7 @@ class LiveHub:
 
     def open(self, run_id: UUID) -> HotRun:
         """Register a brand-new run (its creator will publish its first events)."""
-        hot = HotRun(run_id, max_frames=self.max_frames)
+        hot = HotRun(run_id, max_frames=self.max_frames, encode_frame=self.encode_frame)
         hot.complete = True
         self.runs[run_id] = hot
         return hot
@@ -209,7 +210,7 @@ class LiveHub:
             return hot
         loading = self._loading.get(run_id)
         if loading is None:
-            hot = hot or HotRun(run_id, max_frames=self.max_frames)
+            hot = hot or HotRun(run_id, max_frames=self.max_frames, encode_frame=self.encode_frame)
             self.runs[run_id] = hot
             loading = asyncio.ensure_future(self._load(hot))
             self._loading[run_id] = loading

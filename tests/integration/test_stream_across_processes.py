@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from api.sse import encode_frame
 from engine.bootstrap import build_services
 from projections.sse import render_all
 from tests.support.process import ServerProcess
@@ -70,7 +71,7 @@ async def test_a_reconnect_to_a_second_process_while_the_first_keeps_appending_l
 @pytest.fixture
 async def two_services(tmp_path):
     url, schema = store_url("postgres", tmp_path)
-    pair = [build_services(server_settings(url, tmp_path / side)) for side in ("a", "b")]
+    pair = [build_services(server_settings(url, tmp_path / side), encode_frame=encode_frame) for side in ("a", "b")]
     for services in pair:
         await services.start()
     yield pair

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from api.errors import ApiError
+from api.sse import encode_frame
 from api.streams import StreamFilter, parse_filter, parse_flag
 from engine.streams.hot import HotRun
 from projections.sse import SseMessage
@@ -48,7 +49,7 @@ def test_a_hot_run_hands_out_only_the_frames_a_filter_wants_and_the_position_it_
     run = RunLog().created().started()
     a, b = run.visit("A"), run.visit("B")
     run.stream(a, "status", "a").stream(b, "status", "b").complete(a).record(a).decide("B", "why").finish()
-    hot = HotRun(RUN_ID, max_frames=100)
+    hot = HotRun(RUN_ID, max_frames=100, encode_frame=encode_frame)
     hot.offer(run.events)
     frames, last = hot.frames_after(0, wants=parse_filter(None, "B").wants)
     assert [f.split(b"\r\n")[1] for f in frames] == [
