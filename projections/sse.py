@@ -28,7 +28,6 @@ from projections.wire import encoder
 
 TOOL_CONTENT_LIMIT = 500
 TERMINAL_EVENTS = frozenset({"workflow_complete", "workflow_error"})
-TERMINAL_EVENT_TYPES = frozenset({ev.RunCompleted, ev.RunFailed, ev.RunCancelled})
 SILENT_EVENT_TYPES = frozenset({ev.RunCreated, ev.RunStarted, ev.ClarifyAnswered, ev.RunCancelRequested})
 
 _END_STATUS: dict[type, EndStatus] = {ev.VisitCompleted: "SUCCESS", ev.VisitFailed: "FAILED", ev.VisitSkipped: "SKIPPED"}
@@ -60,16 +59,9 @@ def is_terminal_message(message: SseMessage) -> bool:
     return message.event in TERMINAL_EVENTS
 
 
-def ends_stream(pending: SseMessage | ev.RunEvent) -> bool:
-    """True when a message, rendered or not yet, is a terminal one."""
-    if isinstance(pending, SseMessage):
-        return is_terminal_message(pending)
-    return type(pending) in TERMINAL_EVENT_TYPES
-
-
 def message_topic(pending: SseMessage | ev.RunEvent) -> Topic:
     """The event type and node of a message, rendered or not yet (see `apply_deferring`)."""
-    if isinstance(pending, SseMessage):
+    if type(pending) is SseMessage:  # not isinstance: this runs for every event of a hot run, and it is 3x faster
         return pending.event, pending.node_id
     return _STATELESS_EVENT[type(pending)], getattr(pending, "node_id", None)
 
