@@ -2,7 +2,8 @@
 
 Not under X-API-Key and not in the external OpenAPI document: a one-time context token in
 `X-Context-Token` is the only credential, and loopback is the only place it is accepted from.
-Answers and errors use the seed's own envelope `{code: <int>, message, data}`.
+Answers and errors use the seed's own envelope `{code: <int>, message, data}`; an error's
+code is its HTTP status, from the one error table.
 """
 
 from __future__ import annotations
@@ -10,58 +11,37 @@ from __future__ import annotations
 import ipaddress
 import logging
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Any
 
 import msgspec
 from litestar import Controller, MediaType, Request, Response, post
 
 from api.dependencies import Injected
-from api.errors import classify, envelope_error
+from api.errors import classify
 from api.paths import CONTEXT
 from domain.errors import FlowtrailError
-from engine.context.tokens import require_run
-from engine.context.views import (
-    AskerView,
-    ContextReader,
-    meta_body,
-    output_body,
-    path_body,
+from engine.context.contract import (
+    MAX_BODY_BYTES,
+    META_ROUTE,
+    OUTPUT_ROUTE,
+    PATH_ROUTE,
+    SUCCESS_CODE,
+    TOKEN_HEADER,
+    ContextAnswer,
+    MetaQuery,
+    OutputQuery,
+    PathQuery,
+    success,
 )
+from engine.context.tokens import require_run
+from engine.context.views import AskerView, ContextReader, meta_body, output_body, path_body
+from projections.payloads import NodeMeta, NodeOutput, PredecessorPaths
+from projections.wire import encode
 
 logger = logging.getLogger("flowtrail.api.context")
 
-TOKEN_HEADER = "X-Context-Token"
-MAX_BODY_BYTES = 16 * 1024
-
-RunId = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
-Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
-IterSeq = Annotated[int, msgspec.Meta(ge=1)]
-
-
-class PathQuery(msgspec.Struct, rename="camel", frozen=True):
-    """§2.1 request: the run and the visit whose predecessors are asked for (null: the asker's own)."""
-
-    run_id: RunId
-    visit_uuid: Name | None = None
-
-
-class OutputQuery(msgspec.Struct, rename="camel", frozen=True):
-    """§2.2 request: a node, one field of its data (null: all), which visit (null: the last)."""
-
-    run_id: RunId
-    node_id: Name
-    field: Name | None = None
-    iter_seq: IterSeq | None = None
-
-
-class MetaQuery(msgspec.Struct, rename="camel", frozen=True):
-    """§2.3 request: a visit by uuid, or a node and iterSeq, and the kind (null: ALL)."""
-
-    run_id: RunId
-    visit_uuid: Name | None = None
-    node_id: Name | None = None
-    kind: Name | None = None
-    iter_seq: IterSeq | None = None
+ContextBody = PredecessorPaths | NodeOutput | NodeMeta
+Query = PathQuery | OutputQuery | MetaQuery
 
 
 class BadContextQuery(FlowtrailError):
@@ -77,8 +57,9 @@ class NotLoopback(FlowtrailError):
         super().__init__("not found")
 
 
-_encoder = msgspec.json.Encoder()
-_decoders = {kind: msgspec.json.Decoder(kind) for kind in (PathQuery, OutputQuery, MetaQuery)}
+_decoders: dict[type, msgspec.json.Decoder[Any]] = {
+    kind: msgspec.json.Decoder(kind) for kind in (PathQuery, OutputQuery, MetaQuery)
+}
 _NO_STORE = {"Cache-Control": "no-store"}
 
 
@@ -97,31 +78,32 @@ def handle_context_error(request: Request[Any, Any, Any], exc: Exception) -> Res
     status, code, message = classify(exc)
     if status >= 500 and code != "CONTEXT_DISABLED":
         logger.exception("context query on %s failed", request.url.path, exc_info=exc)
-    return envelope_error(status, status, message, headers=_NO_STORE)
+    return Response(
+        content=ContextAnswer(status, message), status_code=status, media_type=MediaType.JSON, headers=_NO_STORE,
+    )
 
 
 async def _answer(
-    request: Request[Any, Any, Any], context: ContextReader, kind: type[Any],
-    build: Callable[[AskerView, Any], dict[str, Any]],
+    request: Request[Any, Any, Any], context: ContextReader, kind: type[Query],
+    build: Callable[[AskerView, Any], ContextBody],
 ) -> Response[bytes]:
     """Loopback, switch, token, body, run, then the view: in that order, so refusals leak nothing."""
     if not is_loopback(request.client.host if request.client else None):
         raise NotLoopback()
     grant = context.authenticate(request.headers.get(TOKEN_HEADER))
     try:
-        query = _decoders[kind].decode(await request.body())
+        query: Query = _decoders[kind].decode(await request.body())
     except msgspec.DecodeError as exc:
         raise BadContextQuery(f"invalid request body: {exc}") from None
     require_run(grant, query.run_id)
     view = await context.asker_view(grant)
-    body = {"code": 200, "message": "success", "data": build(view, query)}
     return Response(
-        content=_encoder.encode(body), status_code=200, media_type=MediaType.JSON,
+        content=encode(success(build(view, query))), status_code=SUCCESS_CODE, media_type=MediaType.JSON,
         headers={**_NO_STORE, "X-Context-Source": view.source},
     )
 
 
-def _meta(view: AskerView, query: MetaQuery) -> dict[str, Any]:
+def _meta(view: AskerView, query: MetaQuery) -> NodeMeta:
     if not query.visit_uuid and not query.node_id:
         raise BadContextQuery("a meta query needs a visitUuid or a nodeId")
     return meta_body(view, query.visit_uuid, query.node_id, query.kind, query.iter_seq)
@@ -135,21 +117,19 @@ class ContextQueryController(Controller):
     exception_handlers = {Exception: handle_context_error}
     request_max_body_size = MAX_BODY_BYTES
 
-    @post("/path", operation_id="contextPath", status_code=200)
+    @post(PATH_ROUTE, operation_id="contextPath", status_code=200)
     async def query_path(self, request: Request[Any, Any, Any], context: Injected[ContextReader]) -> Response[bytes]:
         """§2.1: every chain of earlier visits leading to the asking visit."""
         return await _answer(request, context, PathQuery, lambda view, q: path_body(view, q.visit_uuid))
 
-    @post("/output", operation_id="contextOutput", status_code=200)
-    async def query_output(
-        self, request: Request[Any, Any, Any], context: Injected[ContextReader]
-    ) -> Response[bytes]:
+    @post(OUTPUT_ROUTE, operation_id="contextOutput", status_code=200)
+    async def query_output(self, request: Request[Any, Any, Any], context: Injected[ContextReader]) -> Response[bytes]:
         """§2.2: an earlier visit's output envelope, whole or one field."""
         return await _answer(
             request, context, OutputQuery, lambda view, q: output_body(view, q.node_id, q.field, q.iter_seq)
         )
 
-    @post("/meta", operation_id="contextMeta", status_code=200)
+    @post(META_ROUTE, operation_id="contextMeta", status_code=200)
     async def query_meta(self, request: Request[Any, Any, Any], context: Injected[ContextReader]) -> Response[bytes]:
         """§2.3: an earlier visit's thinking, tool calls, TODO list, or all with logs."""
         return await _answer(request, context, MetaQuery, _meta)

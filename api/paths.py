@@ -1,6 +1,8 @@
-"""Every route prefix the service answers on, in one place."""
+"""Every route prefix the service answers on, in one place (the context API's comes from its contract)."""
 
 from __future__ import annotations
+
+from engine.context.contract import ROOT
 
 API = "/api/v1"
 WORKFLOWS = f"{API}/workflows"
@@ -8,5 +10,5 @@ WORKFLOW_RUNS = f"{WORKFLOWS}/{{workflowName:str}}/runs"
 WORKFLOW_RUN = f"{WORKFLOW_RUNS}/{{runId:str}}"
 RUN = f"{API}/runs/{{runId:str}}"
 RUN_AUDIT = f"{RUN}/audit"
-CONTEXT = "/internal/context"
 HEALTH = "/healthz"
+CONTEXT = ROOT

@@ -1,6 +1,8 @@
 """The wire shapes of API v1: camelCase request and response Structs, and their OpenAPI helpers.
 
-These are the published contract; domain events never leave the service as they are.
+These are the published contract; domain events never leave the service as they are. The
+shapes projections build (node list, log entries, the current pause, SSE payloads) are defined
+in `projections.payloads` and used here as they are.
 """
 
 from __future__ import annotations
@@ -11,8 +13,19 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 from litestar.openapi.datastructures import ResponseSpec
-from litestar.openapi.spec import OpenAPIMediaType, OpenAPIResponse, Operation, RequestBody
+from litestar.openapi.spec import (
+    OpenAPIMediaType,
+    OpenAPIResponse,
+    OpenAPIType,
+    Operation,
+    Reference,
+    RequestBody,
+    Schema,
+)
 from litestar.params import PathParameter
+
+from projections.payloads import SSE_PAYLOADS, Camel, NodeView, PauseView, RunStatusName, SsePayload
+from projections.payloads import LogEntry as LogEntry  # the node logs answer
 
 MAX_TTL_HOURS = 87_600
 """Ten years: the longest workspace retention a run may ask for."""
@@ -25,16 +38,7 @@ RunIdInPath = Annotated[str, PathParameter(name="runId", description=RUN_ID_DESC
 NodeIdInPath = Annotated[str, PathParameter(name="nodeId", description="a node id of the run's workflow")]
 """Path parameters under the seed's names (`{workflowName}`, `{runId}`, `{nodeId}`)."""
 
-RunStatusName = Literal["CREATED", "RUNNING", "SUCCESS", "FAILED"]
-NodeStatusName = Literal["RUNNING", "SUCCESS", "FAILED", "SKIPPED"]
-LogType = Literal[
-    "THINKING", "TOOL_CALL", "TOOL_RESULT", "STATUS", "STEP", "TOOL_PROGRESS", "TODO_UPDATE", "CLARIFY_REQUEST", "ERROR",
-]
 CancelOutcome = Literal["REQUESTED", "ALREADY_REQUESTED", "ALREADY_FINISHED"]
-
-
-class Camel(msgspec.Struct, rename="camel", kw_only=True):
-    """Base of every wire shape: snake_case in Python, camelCase in JSON."""
 
 
 # --- requests -------------------------------------------------------------------------
@@ -128,19 +132,6 @@ class StartedRun(Camel):
     links: RunLinks
 
 
-class NodeView(Camel):
-    """One node of a run: its last visit's state, logs counted over all its visits."""
-
-    node_id: str
-    node_type: str
-    label: str
-    status: NodeStatusName
-    output: dict[str, Any] | None
-    error: str | None
-    logs_count: int
-    logs_url: str
-
-
 class WorkspaceView(Camel):
     """The run's files."""
 
@@ -166,25 +157,6 @@ class RunView(Camel):
     workspace: WorkspaceView
     cancel_requested: bool
     cancelled: bool
-
-
-class LogEntry(Camel):
-    """One persisted log line of a node."""
-
-    type: LogType
-    message: str
-    detail: str | None
-    timestamp: str
-
-
-class PauseView(Camel):
-    """The question a run waits on."""
-
-    clarify_id: str
-    node_id: str
-    question: str
-    choices: list[str]
-    created_at: str
 
 
 class RunState(Camel):
@@ -251,7 +223,7 @@ def documented_body(
     `adjust` may amend the generated operation further (e.g. another success answer).
     """
     media = {
-        media_type: OpenAPIMediaType(schema=spec.get("schema"), encoding=spec.get("encoding"))  # type: ignore[arg-type]
+        media_type: OpenAPIMediaType(schema=spec.get("schema"), encoding=spec.get("encoding"))
         for media_type, spec in content.items()
     }
 
@@ -265,11 +237,48 @@ def documented_body(
     return DocumentedBodyOperation
 
 
-SSE_EVENT_SCHEMA = {
-    "type": "object",
-    "description": "one Server-Sent Event: `event` (its type), `id` (its position in the run), `data` (JSON)",
-    "properties": {"event": {"type": "string"}, "id": {"type": "string"}, "data": {"type": "string"}},
-}
+SSE_EVENTS = tuple(dict.fromkeys(
+    field.default for payload in SSE_PAYLOADS for field in msgspec.structs.fields(payload) if field.name == "type"
+))
+"""The `event:` names a stream may send (each payload's `type`)."""
+
+
+def event_stream_schema() -> Schema:
+    """One Server-Sent Event (OpenAPI 3.1 reads a stream's schema as each event's): type, position, JSON payload.
+
+    The payloads are referenced by name: the stream route registers their component schemas.
+    """
+    payloads = Schema(any_of=[Reference(f"#/components/schemas/{payload.__name__}") for payload in SSE_PAYLOADS])
+    return Schema(
+        type=OpenAPIType.OBJECT,
+        description="one message; `data` is JSON whose `type` repeats `event` (node_status: a RUNNING or an ended shape)",
+        required=["event", "id", "data"],
+        properties={
+            "event": Schema(type=OpenAPIType.STRING, enum=list(SSE_EVENTS)),
+            "id": Schema(type=OpenAPIType.STRING, description="the event's position in the run (Last-Event-ID)"),
+            "data": Schema(type=OpenAPIType.STRING, content_media_type="application/json", content_schema=payloads),
+        },
+    )
+
+
+def stream_responses(*statuses: int) -> dict[int, ResponseSpec]:
+    """The stream's answers: 200 `text/event-stream` (its payload Structs registered as components), and errors.
+
+    Pair with `operation_class=EventStreamOperation`, which describes the 200 body as a stream of events.
+    """
+    stream = ResponseSpec(data_container=SsePayload, media_type="text/event-stream", generate_examples=False,
+                          description="the run's events as Server-Sent Events")
+    return {200: stream, **error_responses(*statuses)}
+
+
+@dataclass
+class EventStreamOperation(Operation):
+    """An operation whose 200 answer is the run's event stream."""
+
+    def __post_init__(self) -> None:
+        answer = (self.responses or {}).get("200")
+        if isinstance(answer, OpenAPIResponse):
+            answer.content = {"text/event-stream": OpenAPIMediaType(schema=event_stream_schema())}
 
 
 def also_ok_as_replay_or_stream(operation: Operation) -> None:
@@ -281,6 +290,6 @@ def also_ok_as_replay_or_stream(operation: Operation) -> None:
         description=(
             "the original run of a repeated idempotent request (JSON), or with async: false the run's SSE stream"
         ),
-        content={**json_content, "text/event-stream": OpenAPIMediaType(schema=SSE_EVENT_SCHEMA)},  # type: ignore[arg-type]
+        content={**json_content, "text/event-stream": OpenAPIMediaType(schema=event_stream_schema())},
     )
     operation.responses = responses

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated
 
-import msgspec
 from litestar import Controller, get
 from litestar.params import HeaderParameter, QueryParameter
 from litestar.response import ServerSentEvent, ServerSentEventMessage
@@ -15,30 +14,22 @@ from litestar.response import ServerSentEvent, ServerSentEventMessage
 from api.dependencies import Injected, RunAccess
 from api.errors import ApiError, validation_failed
 from api.paths import WORKFLOW_RUN
-from api.schemas import RunIdInPath, WorkflowNameInPath, error_responses
+from api.schemas import EventStreamOperation, RunIdInPath, WorkflowNameInPath, stream_responses
+from api.sse import encode_frame
 from engine.runs.service import RunService
 from engine.settings import ApiKey, Settings, StreamSettings
-from engine.streams.hot import HotRun, encode_frame
+from engine.streams.hot import HotRun
 from engine.waiting import wait_event
-from projections.sse import TERMINAL_EVENTS, render_all
+from projections.payloads import SnapshotPayload
+from projections.sse import TERMINAL_EVENTS, SseMessage, render_all
 from projections.visits import visit_snapshot
+from projections.wire import encode
 
 KEEPALIVE = ServerSentEventMessage(comment="keep-alive", data=None)
 EVENT_TYPES = (
     "node_status", "node_stream", "visit_recorded", "planner_decision", "workflow_complete", "workflow_error",
 )
 MAX_FILTER_VALUES = 100
-_encoder = msgspec.json.Encoder()
-
-
-class _NodeOf(msgspec.Struct):
-    """Just enough of a message's data to know which node it is about."""
-
-    nodeId: str | None = None
-    visit: dict[str, Any] | None = None
-
-
-_node_decoder = msgspec.json.Decoder(_NodeOf)
 
 
 @dataclass(frozen=True)
@@ -57,31 +48,18 @@ class StreamFilter:
         """True when some messages may be left out."""
         return self.types is not None or self.nodes is not None
 
-    def allows(self, event: str, data: bytes) -> bool:
-        """True when the message goes to the client."""
+    def allows(self, event: str, node_id: str | None) -> bool:
+        """True when a message of this type, about this node (None: the run as a whole), goes to the client."""
         if event in TERMINAL_EVENTS:
             return True
         if self.types is not None and event not in self.types:
             return False
-        if self.nodes is None or event == "planner_decision":
-            return True
-        about = _node_decoder.decode(data)
-        node = about.nodeId if about.nodeId is not None else (about.visit or {}).get("nodeId")
-        return node in self.nodes
+        return self.nodes is None or node_id is None or node_id in self.nodes
 
-    def allows_frame(self, frame: bytes) -> bool:
-        """The same test on an encoded frame (`id:`, `event:`, `data:` lines)."""
-        event, data = "", b""
-        for line in frame.split(b"\r\n"):
-            if line.startswith(b"event: "):
-                event = line[7:].decode()
-            elif line.startswith(b"data: "):
-                data = line[6:]
-        return self.allows(event, data)
-
-    def keep(self, frames: list[bytes]) -> list[bytes]:
-        """The frames that pass."""
-        return frames if not self.active else [f for f in frames if self.allows_frame(f)]
+    @property
+    def wants(self) -> Callable[[str, str | None], bool] | None:
+        """The test for a hot run's `frames_after`; None when every message passes."""
+        return self.allows if self.active else None
 
 
 def _values(raw: str | None, what: str) -> frozenset[str] | None:
@@ -123,16 +101,15 @@ def snapshot_frame(hot: HotRun, only: StreamFilter) -> bytes:
         visit_snapshot(v) for v in hot.sse.index.in_order()
         if only.nodes is None or v.node_id in only.nodes
     ]
-    data = {
-        "runId": hot.run_id.hex,
-        "type": "snapshot",
-        "status": summary.external_status,
-        "cancelRequested": summary.cancel_requested,
-        "cancelled": summary.cancelled,
-        "currentPause": summary.current_pause,
-        "visits": visits,
-    }
-    return ServerSentEventMessage(data=_encoder.encode(data), event="snapshot", id=hot.version).encode()
+    payload = SnapshotPayload(
+        run_id=hot.run_id.hex,
+        status=summary.external_status,
+        cancel_requested=summary.cancel_requested,
+        cancelled=summary.cancelled,
+        current_pause=summary.current_pause,
+        visits=visits,
+    )
+    return encode_frame(SseMessage(hot.version, payload.type, encode(payload)))
 
 
 class FrameBatch(ServerSentEventMessage):
@@ -202,10 +179,9 @@ async def stream_frames(
                     cursor = caught_up
                 continue
             changed = hot.changed_event()
-            frames, last = hot.frames_after(cursor)
-            if frames:
+            frames, last = hot.frames_after(cursor, wants=only.wants)
+            if last > cursor:
                 cursor = last
-                frames = only.keep(frames)
                 if frames:
                     yield FrameBatch(frames)
                 continue
@@ -227,7 +203,7 @@ async def _from_store(
         return
     for start in range(0, len(messages), 1000):
         part = messages[start:start + 1000]
-        yield FrameBatch([encode_frame(m) for m in part if only.allows(m.event, m.data)]), part[-1].id
+        yield FrameBatch([encode_frame(m) for m in part if only.allows(m.event, m.node_id)]), part[-1].id
 
 
 class RunStreamController(Controller):
@@ -241,7 +217,8 @@ class RunStreamController(Controller):
         operation_id="streamRun",
         summary="Follow a run over SSE; resume with Last-Event-ID",
         media_type="text/event-stream",
-        responses=error_responses(400, 404),
+        responses=stream_responses(400, 404),
+        operation_class=EventStreamOperation,
     )
     async def stream(
         self,

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
 from urllib.parse import quote
 
 from api.paths import API
-from api.schemas import CreatedRun, NodeView, PauseView, RunLinks, RunState, RunView, StartedRun, WorkspaceView
+from api.schemas import CreatedRun, RunLinks, RunState, RunView, StartedRun, WorkspaceView
 from engine.streams.hot import HotRun
-from projections.logs import iso_utc
 from projections.summary import RunSummary, node_list
+from projections.wire import iso_utc
 
 
 def run_path(summary: RunSummary) -> str:
@@ -53,10 +52,7 @@ def run_view(hot: HotRun, file_count: int, total_bytes: int) -> RunView:
     """`GET run`: status, times, outputs, nodes and workspace."""
     summary = hot.summary
     base = run_path(summary)
-    nodes = [
-        NodeView(**_snake(node), logs_url=f"{base}/nodes/{quote(node['nodeId'], safe='')}/logs")
-        for node in node_list(hot.sse.index)
-    ]
+    nodes = node_list(hot.sse.index, logs_url=lambda node_id: f"{base}/nodes/{quote(node_id, safe='')}/logs")
     return RunView(
         run_id=summary.run_id or "",
         workflow_id=summary.workflow_id or 0,
@@ -77,19 +73,4 @@ def run_view(hot: HotRun, file_count: int, total_bytes: int) -> RunView:
 
 def state_view(summary: RunSummary) -> RunState:
     """`GET state`: `{runId, status, currentPause}`."""
-    pause = summary.current_pause
-    return RunState(
-        run_id=summary.run_id or "",
-        status=summary.external_status,
-        current_pause=PauseView(**_snake(pause)) if pause is not None else None,
-    )
-
-
-_SNAKE = {
-    "nodeId": "node_id", "nodeType": "node_type", "logsCount": "logs_count",
-    "clarifyId": "clarify_id", "createdAt": "created_at",
-}
-
-
-def _snake(view: dict[str, Any]) -> dict[str, Any]:
-    return {_SNAKE.get(key, key): value for key, value in view.items()}
+    return RunState(run_id=summary.run_id or "", status=summary.external_status, current_pause=summary.current_pause)

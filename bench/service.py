@@ -21,6 +21,7 @@ import uvicorn
 from litestar import Litestar
 
 from api.app import create_app
+from api.sse import encode_frame
 from bench.names import FLOW, NODE_ID
 from bench.stores import Store
 from domain import events as ev
@@ -43,7 +44,7 @@ class Service:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.app: Litestar | None = None
-        self._services = build_services(settings)
+        self._services = build_services(settings, encode_frame=encode_frame)
 
     @asynccontextmanager
     async def running(self, *, tune_gc: bool = True) -> AsyncIterator[Service]:

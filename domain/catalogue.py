@@ -5,14 +5,13 @@ Tags are stored with every event and must never change. Add fields only with def
 
 from __future__ import annotations
 
-import hashlib
-import json
 from datetime import datetime
 from typing import Any
 from uuid import UUID, uuid5
 
 import msgspec
 
+from domain.canonical import canonical_digest
 from domain.errors import GraphInvalid, IllegalTransition
 from domain.workflow import WorkflowDefinition, check_workflow, workflow_from_dict
 
@@ -28,8 +27,7 @@ def catalogue_stream_id(name: str) -> UUID:
 
 def definition_digest(definition: JSON) -> str:
     """sha256 (hex) of the definition's canonical JSON (sorted keys, no spaces, UTF-8)."""
-    canonical = json.dumps(definition, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    return canonical_digest(definition)
 
 
 class CatalogueEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):

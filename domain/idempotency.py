@@ -6,14 +6,13 @@ and names the run it created. Tags are stored with every event and must never ch
 
 from __future__ import annotations
 
-import hashlib
-import json
 from datetime import datetime
 from typing import Any
 from uuid import UUID, uuid5
 
 import msgspec
 
+from domain.canonical import canonical_digest
 from domain.errors import DomainError
 
 IDEMPOTENCY_NAMESPACE = UUID("0b7e3c52-9d1a-5f64-8e2b-4c6a1d9f3e70")
@@ -63,8 +62,7 @@ def claim_stream_id(caller_key_id: str, key: str) -> UUID:
 
 def request_digest(request: dict[str, Any]) -> str:
     """sha256 (hex) of the request's canonical JSON (sorted keys, no spaces, UTF-8)."""
-    canonical = json.dumps(request, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    return canonical_digest(request)
 
 
 def claim_key(

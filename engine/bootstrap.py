@@ -20,7 +20,7 @@ from engine.runs.service import RunService
 from engine.settings import Settings
 from engine.store import AsyncEventStore, EventStore, parse_database_url
 from engine.store.postgres_tail import PostgresTail
-from engine.streams.hot import LiveHub
+from engine.streams.hot import FrameEncoder, LiveHub
 from engine.workspace.directory import Workspace
 from engine.workspace.retention import sweep_workspaces
 
@@ -115,8 +115,11 @@ def tune_collector() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
 
-def build_services(settings: Settings) -> Services:
-    """Wire the store, the hot read side, the run service and the keys (nothing connects yet)."""
+def build_services(settings: Settings, *, encode_frame: FrameEncoder) -> Services:
+    """Wire the store, the hot read side, the run service and the keys (nothing connects yet).
+
+    `encode_frame` is the HTTP edge's SSE framing (`api.sse.encode_frame`): the engine keeps frames, not Litestar.
+    """
     location = parse_database_url(settings.store.database_url)
     sync_store = EventStore(location)
     store = AsyncEventStore(sync_store, write_threads=settings.store.write_threads)
@@ -125,6 +128,7 @@ def build_services(settings: Settings) -> Services:
         store.last_position,
         max_frames=settings.stream.hot_buffer_messages,
         retention_seconds=settings.stream.hot_retention_seconds,
+        encode_frame=encode_frame,
     )
     runs = RunService(store, hub, coalesce_seconds=settings.stream.coalesce_ms / 1000.0)
     tail = None

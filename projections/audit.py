@@ -5,22 +5,25 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import msgspec
+
 from domain.events import RunEvent
 from projections.paths import predecessor_paths
 from projections.sse import SseMessage, SseProjection
 from projections.summary import RunSummary, node_list
 from projections.visits import VisitIndex, visit_snapshot
+from projections.wire import encode
 
 
 def projection_views(summary: RunSummary, index: VisitIndex) -> dict[str, Any]:
-    """The run summary, the node list, every visit and every visit's predecessor paths."""
+    """The run summary, the node list, every visit and every visit's predecessor paths, as decoded JSON."""
     visits = index.in_order()
-    return {
+    return msgspec.json.decode(encode({
         "summary": summary.as_dict(),
         "nodes": node_list(index),
         "visits": [visit_snapshot(v) for v in visits],
         "paths": {v.visit_uuid: predecessor_paths(index, v.visit_uuid) for v in visits},
-    }
+    }))
 
 
 def rebuild(events: Iterable[RunEvent]) -> tuple[dict[str, Any], list[SseMessage]]:

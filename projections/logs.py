@@ -1,46 +1,22 @@
-"""A visit's log as the seed renders it: coalesced thinking, tool calls, TODO list, errors.
-
-Also the one timestamp rendering every projection uses.
-"""
+"""A visit's log as the seed renders it: coalesced thinking, tool calls, TODO list, errors."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import msgspec
 
-_encoder = msgspec.json.Encoder()
+from projections.payloads import LogEntry, LogType, ToolCall
+from projections.wire import iso_utc, to_json
 
 # Stream kinds whose log entry is `message = tool name, detail = full content`.
 _TOOL_KINDS = frozenset({"tool_call", "tool_result", "tool_progress", "todo_update"})
-
-
-def iso_utc(at: datetime | None) -> str | None:
-    """ISO-8601 in UTC with `Z`, milliseconds kept when present (naive means UTC)."""
-    if at is None:
-        return None
-    return _iso(at) + "Z"
-
-
-def iso_local(at: datetime | None) -> str | None:
-    """ISO_LOCAL_DATE_TIME (no zone), wall time in UTC, milliseconds kept when present."""
-    if at is None:
-        return None
-    return _iso(at)
-
-
-def _iso(at: datetime) -> str:
-    """`YYYY-MM-DDTHH:MM:SS[.mmm]` in UTC (msgspec's RFC 3339 text, the fast path)."""
-    if at.tzinfo is not None and at.utcoffset():
-        at = at.astimezone(UTC)
-    text = _encoder.encode(at)[1:-1].decode()
-    return text[:23] if len(text) > 20 else text[:19]
-
-
-def to_json(value: Any) -> str:
-    """Compact JSON text of a value."""
-    return _encoder.encode(value).decode()
+_LOG_TYPES: dict[str, LogType] = {
+    "thinking": "THINKING", "status": "STATUS", "step": "STEP", "tool_progress": "TOOL_PROGRESS",
+    "tool_call": "TOOL_CALL", "tool_result": "TOOL_RESULT", "todo_update": "TODO_UPDATE",
+    "clarify_request": "CLARIFY_REQUEST",
+}
 
 
 def clarify_json(clarify_id: str, question: str, choices: tuple[str, ...] | list[str]) -> str:
@@ -53,7 +29,7 @@ class _Entry:
 
     __slots__ = ("type", "parts", "detail", "at", "_stamp")
 
-    def __init__(self, type_: str, message: str, detail: str | None, at: datetime) -> None:
+    def __init__(self, type_: LogType, message: str, detail: str | None, at: datetime) -> None:
         self.type = type_
         self.parts = [message]
         self.detail = detail
@@ -67,11 +43,11 @@ class _Entry:
             self.parts = ["".join(self.parts)]
         return self.parts[0]
 
-    def render(self) -> dict[str, Any]:
+    def render(self) -> LogEntry:
         """The seed's `{type, message, detail, timestamp}`."""
         if self._stamp is None:
             self._stamp = iso_utc(self.at)
-        return {"type": self.type, "message": self.message, "detail": self.detail, "timestamp": self._stamp}
+        return LogEntry(self.type, self.message, self.detail, self._stamp)
 
 
 class VisitLog:
@@ -81,8 +57,8 @@ class VisitLog:
 
     def __init__(self) -> None:
         self._entries: list[_Entry] = []
-        self._rendered: list[dict[str, Any]] = []
-        self._tool_calls: list[dict[str, str | None]] = []
+        self._rendered: list[LogEntry] = []
+        self._tool_calls: list[ToolCall] = []
         self._last_todo: str | None = None
 
     def add_stream(self, kind: str, content: str, tool_name: str | None, at: datetime) -> None:
@@ -90,16 +66,16 @@ class VisitLog:
         if kind == "thinking":
             self._add_thinking(content, at)
             return
-        type_ = kind.upper()
+        type_ = _LOG_TYPES[kind]
         if kind in _TOOL_KINDS:
             name = tool_name if tool_name is not None else ("todo" if kind == "todo_update" else "")
             self._entries.append(_Entry(type_, name, content, at))
         else:
             self._entries.append(_Entry(type_, content, None, at))
         if kind == "tool_call":
-            self._tool_calls.append({"tool": tool_name, "args": content})
+            self._tool_calls.append(ToolCall(tool_name, args=content))
         elif kind == "tool_result":
-            self._tool_calls.append({"tool": tool_name, "result": content})
+            self._tool_calls.append(ToolCall(tool_name, result=content))
         elif kind == "todo_update":
             self._last_todo = content
 
@@ -121,7 +97,7 @@ class VisitLog:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def entries(self) -> list[dict[str, Any]]:
+    def entries(self) -> list[LogEntry]:
         """All log entries, rendered (a new list; entries already rendered are reused)."""
         rendered, entries = self._rendered, self._entries
         if rendered:
@@ -133,9 +109,9 @@ class VisitLog:
         """All thinking text: chunks of one run of thinking joined, runs separated by a newline."""
         return "\n".join(e.message for e in self._entries if e.type == "THINKING")
 
-    def tool_calls(self) -> list[dict[str, str | None]]:
+    def tool_calls(self) -> list[ToolCall]:
         """Tool calls and results in order, as §2.3 TOOL_CALLS."""
-        return [dict(call) for call in self._tool_calls]
+        return list(self._tool_calls)
 
     def todo_list(self) -> list[Any]:
         """The last TODO update as a list (a list, or an object's `todos`; else empty)."""

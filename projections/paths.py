@@ -5,15 +5,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from projections.visits import Visit, VisitIndex
+from projections.payloads import PathChain, PredecessorPaths
+from projections.visits import Visit, Visits
 
 MAX_PATHS = 100
 MAX_PATH_DEPTH = 200
 
 
 def predecessor_paths(
-    index: VisitIndex, visit_uuid: str, *, max_paths: int = MAX_PATHS, max_depth: int = MAX_PATH_DEPTH
-) -> dict[str, Any]:
+    index: Visits, visit_uuid: str, *, max_paths: int = MAX_PATHS, max_depth: int = MAX_PATH_DEPTH
+) -> PredecessorPaths:
     """The §2.1 body for one visit: its chains, their visits in sortOrder, back-edges, truncation."""
     target = index.get(visit_uuid)
     chains, truncated = _chains(index, target, max_paths, max_depth)
@@ -24,21 +25,21 @@ def predecessor_paths(
     for chain in chains:
         keys = _back_edge_keys(chain)
         edge_keys.update(dict.fromkeys(keys))
-        paths.append({
-            "sequence": [visit.node_id for visit in chain],
-            "visitUuids": [visit.visit_uuid for visit in chain],
-            "hasBacktrack": bool(keys),
-        })
-    return {
-        "visitUuids": [visit.visit_uuid for visit in ordered],
-        "nodeIds": [visit.node_id for visit in ordered],
-        "paths": paths,
-        "backtrackEdgeKeys": list(edge_keys),
-        "truncated": truncated,
-    }
+        paths.append(PathChain(
+            sequence=[visit.node_id for visit in chain],
+            visit_uuids=[visit.visit_uuid for visit in chain],
+            has_backtrack=bool(keys),
+        ))
+    return PredecessorPaths(
+        visit_uuids=[visit.visit_uuid for visit in ordered],
+        node_ids=[visit.node_id for visit in ordered],
+        paths=paths,
+        backtrack_edge_keys=list(edge_keys),
+        truncated=truncated,
+    )
 
 
-def _chains(index: VisitIndex, target: Visit, max_paths: int, max_depth: int) -> tuple[list[list[Visit]], bool]:
+def _chains(index: Visits, target: Visit, max_paths: int, max_depth: int) -> tuple[list[list[Visit]], bool]:
     """Chains oldest-first ending at `target`, by an iterative depth-first walk backwards."""
     chains: list[list[Visit]] = []
     truncated = False
@@ -65,7 +66,7 @@ def _chains(index: VisitIndex, target: Visit, max_paths: int, max_depth: int) ->
     return chains, truncated
 
 
-def _predecessors(index: VisitIndex, visit: Visit, on_walk: set[str]) -> Iterator[Visit]:
+def _predecessors(index: Visits, visit: Visit, on_walk: set[str]) -> Iterator[Visit]:
     """Known predecessors of a visit that are not already on the walk (no cycles)."""
     for uuid in visit.predecessors:
         predecessor = index.find(uuid)

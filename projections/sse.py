@@ -9,23 +9,44 @@ import msgspec
 
 from domain import events as ev
 from projections.logs import clarify_json
+from projections.payloads import (
+    Decision,
+    EndStatus,
+    EventPayload,
+    NodeStatusEndedPayload,
+    NodeStatusRunningPayload,
+    NodeStreamPayload,
+    PlannerDecisionPayload,
+    VisitRecordedPayload,
+    VisitRef,
+    VisitRefRecordedPayload,
+    WorkflowCompletePayload,
+    WorkflowErrorPayload,
+)
 from projections.visits import VisitIndex, visit_snapshot
+from projections.wire import encoder
 
 TOOL_CONTENT_LIMIT = 500
 TERMINAL_EVENTS = frozenset({"workflow_complete", "workflow_error"})
-TERMINAL_EVENT_TYPES = frozenset({ev.RunCompleted, ev.RunFailed, ev.RunCancelled})
 SILENT_EVENT_TYPES = frozenset({ev.RunCreated, ev.RunStarted, ev.ClarifyAnswered, ev.RunCancelRequested})
 
-_END_STATUS = {ev.VisitCompleted: "SUCCESS", ev.VisitFailed: "FAILED", ev.VisitSkipped: "SKIPPED"}
-_encoder = msgspec.json.Encoder()
+_END_STATUS: dict[type, EndStatus] = {ev.VisitCompleted: "SUCCESS", ev.VisitFailed: "FAILED", ev.VisitSkipped: "SKIPPED"}
 
 
 class SseMessage(msgspec.Struct, frozen=True):
-    """One SSE message: `id` (the event's position), `event` (its type) and compact JSON `data`."""
+    """One SSE message: `id` (the event's position), `event` (its type) and compact JSON `data`.
+
+    `node_id` is the node the message is about (None: the run as a whole), for stream filters.
+    """
 
     id: int
     event: str
     data: bytes
+    node_id: str | None = None
+
+
+Topic = tuple[str, str | None]
+"""What a stream filter reads of a message: its event type and its node (None: the run as a whole)."""
 
 
 def produces_sse_message(event: ev.RunEvent) -> bool:
@@ -38,11 +59,11 @@ def is_terminal_message(message: SseMessage) -> bool:
     return message.event in TERMINAL_EVENTS
 
 
-def ends_stream(pending: SseMessage | ev.RunEvent) -> bool:
-    """True when a message, rendered or not yet, is a terminal one."""
-    if isinstance(pending, SseMessage):
-        return is_terminal_message(pending)
-    return type(pending) in TERMINAL_EVENT_TYPES
+def message_topic(pending: SseMessage | ev.RunEvent) -> Topic:
+    """The event type and node of a message, rendered or not yet (see `apply_deferring`)."""
+    if type(pending) is SseMessage:  # not isinstance: this runs for every event of a hot run, and it is 3x faster
+        return pending.event, pending.node_id
+    return _STATELESS_EVENT[type(pending)], getattr(pending, "node_id", None)
 
 
 def render_stateless(event: ev.RunEvent, run_id: str) -> SseMessage:
@@ -50,8 +71,9 @@ def render_stateless(event: ev.RunEvent, run_id: str) -> SseMessage:
     return _message(event, _STATELESS[type(event)](event, run_id))
 
 
-def _message(event: ev.RunEvent, data: dict[str, Any]) -> SseMessage:
-    return SseMessage(event.originator_version, data["type"], _encoder.encode(data))
+def _message(event: ev.RunEvent, payload: EventPayload) -> SseMessage:
+    node_id = getattr(event, "node_id", None)
+    return SseMessage(event.originator_version, payload.type, encoder.encode(payload), node_id)
 
 
 def cancel_error(reason: str) -> str:
@@ -81,106 +103,98 @@ class SseProjection:
         if kind in _STATELESS:
             return event
         method = _STATEFUL.get(kind)
-        data = method(self, event, self.index.run_id or "") if method is not None else None
-        return None if data is None else _message(event, data)
+        payload = method(self, event, self.index.run_id or "") if method is not None else None
+        return None if payload is None else _message(event, payload)
 
     def _created(self, event: ev.RunCreated, run_id: str) -> None:
         self._context.update(event.variables)
 
-    def _visit_ended(self, event: ev.VisitCompleted | ev.VisitFailed | ev.VisitSkipped, run_id: str) -> dict[str, Any]:
+    def _visit_ended(
+        self, event: ev.VisitCompleted | ev.VisitFailed | ev.VisitSkipped, run_id: str
+    ) -> NodeStatusEndedPayload:
         visit = self.index.find(event.visit_uuid)
         if isinstance(event, ev.VisitCompleted):
             self._context[event.node_id] = event.output.get("data")
-        return {
-            "runId": run_id,
-            "type": "node_status",
-            "nodeId": event.node_id,
-            "visitUuid": event.visit_uuid,
-            "status": _END_STATUS[type(event)],
-            "output": getattr(event, "output", None),
-            "error": getattr(event, "error", None),
-            "logs": visit.logs if visit is not None else [],
-            "contextSnapshot": dict(self._context),
-        }
+        return NodeStatusEndedPayload(
+            run_id=run_id,
+            node_id=event.node_id,
+            visit_uuid=event.visit_uuid,
+            status=_END_STATUS[type(event)],
+            output=getattr(event, "output", None),
+            error=getattr(event, "error", None),
+            logs=visit.logs if visit is not None else [],
+            context_snapshot=dict(self._context),
+        )
 
-    def _visit_recorded(self, event: ev.VisitRecorded, run_id: str) -> dict[str, Any]:
+    def _visit_recorded(self, event: ev.VisitRecorded, run_id: str) -> VisitRecordedPayload | VisitRefRecordedPayload:
         visit = self.index.find(event.visit_uuid)
-        snapshot = visit_snapshot(visit) if visit is not None else {
-            "visitUuid": event.visit_uuid, "runId": run_id, "nodeId": event.node_id,
-        }
-        return {"runId": run_id, "type": "visit_recorded", "visit": snapshot}
+        if visit is None:
+            ref = VisitRef(visit_uuid=event.visit_uuid, run_id=run_id, node_id=event.node_id)
+            return VisitRefRecordedPayload(run_id=run_id, visit=ref)
+        return VisitRecordedPayload(run_id=run_id, visit=visit_snapshot(visit))
 
 
-def _visit_started(event: ev.VisitStarted, run_id: str) -> dict[str, Any]:
-    return {
-        "runId": run_id,
-        "type": "node_status",
-        "nodeId": event.node_id,
-        "visitUuid": event.visit_uuid,
-        "status": "RUNNING",
-        "nodeType": event.node_type,
-        "nodeLabel": event.node_label,
-    }
+def _visit_started(event: ev.VisitStarted, run_id: str) -> NodeStatusRunningPayload:
+    return NodeStatusRunningPayload(
+        run_id=run_id,
+        node_id=event.node_id,
+        visit_uuid=event.visit_uuid,
+        node_type=event.node_type,
+        node_label=event.node_label,
+    )
 
 
-def _node_streamed(event: ev.NodeStreamed, run_id: str) -> dict[str, Any]:
+def _node_streamed(event: ev.NodeStreamed, run_id: str) -> NodeStreamPayload:
     content = event.content
     if event.kind in ("tool_call", "tool_result"):
         content = content[:TOOL_CONTENT_LIMIT]
     return _stream(event, run_id, event.kind, content, event.tool_name)
 
 
-def _clarify_requested(event: ev.ClarifyRequested, run_id: str) -> dict[str, Any]:
+def _clarify_requested(event: ev.ClarifyRequested, run_id: str) -> NodeStreamPayload:
     content = clarify_json(event.clarify_id, event.question, event.choices)
     return _stream(event, run_id, "clarify_request", content, None)
 
 
 def _stream(event: ev.NodeStreamed | ev.ClarifyRequested, run_id: str, kind: str, content: str,
-            tool_name: str | None) -> dict[str, Any]:
-    return {
-        "runId": run_id,
-        "type": "node_stream",
-        "nodeId": event.node_id,
-        "visitUuid": event.visit_uuid,
-        "kind": kind,
-        "content": content,
-        "toolName": tool_name,
-    }
+            tool_name: str | None) -> NodeStreamPayload:
+    return NodeStreamPayload(
+        run_id=run_id,
+        node_id=event.node_id,
+        visit_uuid=event.visit_uuid,
+        kind=kind,
+        content=content,
+        tool_name=tool_name,
+    )
 
 
-def _planner_decided(event: ev.PlannerDecided, run_id: str) -> dict[str, Any]:
-    decision = {"nextNodeId": event.next_node_id, "reason": event.reason, "fromNodeId": event.from_node_id}
-    return {"runId": run_id, "type": "planner_decision", "decision": decision}
+def _planner_decided(event: ev.PlannerDecided, run_id: str) -> PlannerDecisionPayload:
+    decision = Decision(next_node_id=event.next_node_id, reason=event.reason, from_node_id=event.from_node_id)
+    return PlannerDecisionPayload(run_id=run_id, decision=decision)
 
 
-def _run_completed(event: ev.RunCompleted, run_id: str) -> dict[str, Any]:
-    return {
-        "runId": run_id,
-        "type": "workflow_complete",
-        "output": event.output,
-        "success": True,
-        "workingDirFiles": list(event.working_dir_files),
-    }
+def _run_completed(event: ev.RunCompleted, run_id: str) -> WorkflowCompletePayload:
+    return WorkflowCompletePayload(run_id=run_id, output=event.output, working_dir_files=event.working_dir_files)
 
 
-def _run_failed(event: ev.RunFailed, run_id: str) -> dict[str, Any]:
-    return {"runId": run_id, "type": "workflow_error", "error": event.error, "success": False}
+def _run_failed(event: ev.RunFailed, run_id: str) -> WorkflowErrorPayload:
+    return WorkflowErrorPayload(run_id=run_id, error=event.error)
 
 
-def _run_cancelled(event: ev.RunCancelled, run_id: str) -> dict[str, Any]:
-    return {"runId": run_id, "type": "workflow_error", "error": cancel_error(event.reason), "success": False}
+def _run_cancelled(event: ev.RunCancelled, run_id: str) -> WorkflowErrorPayload:
+    return WorkflowErrorPayload(run_id=run_id, error=cancel_error(event.reason))
 
 
 # Plain functions, not bound methods: a projection holds no reference to itself, so a hot
 # run that is dropped is freed at once instead of waiting for the cycle collector.
-_STATEFUL: dict[type, Callable[[SseProjection, Any, str], dict[str, Any] | None]] = {
+_STATEFUL: dict[type, Callable[[SseProjection, Any, str], EventPayload | None]] = {
     ev.RunCreated: SseProjection._created,
     ev.VisitCompleted: SseProjection._visit_ended,
     ev.VisitFailed: SseProjection._visit_ended,
     ev.VisitSkipped: SseProjection._visit_ended,
     ev.VisitRecorded: SseProjection._visit_recorded,
 }
-_STATELESS: dict[type, Callable[[Any, str], dict[str, Any]]] = {
+_STATELESS: dict[type, Callable[[Any, str], EventPayload]] = {
     ev.VisitStarted: _visit_started,
     ev.NodeStreamed: _node_streamed,
     ev.ClarifyRequested: _clarify_requested,
@@ -188,6 +202,15 @@ _STATELESS: dict[type, Callable[[Any, str], dict[str, Any]]] = {
     ev.RunCompleted: _run_completed,
     ev.RunFailed: _run_failed,
     ev.RunCancelled: _run_cancelled,
+}
+_STATELESS_EVENT = {
+    ev.VisitStarted: "node_status",
+    ev.NodeStreamed: "node_stream",
+    ev.ClarifyRequested: "node_stream",
+    ev.PlannerDecided: "planner_decision",
+    ev.RunCompleted: "workflow_complete",
+    ev.RunFailed: "workflow_error",
+    ev.RunCancelled: "workflow_error",
 }
 
 

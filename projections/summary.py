@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
+from msgspec import UNSET
 
 from domain import events as ev
-from domain.run import Run, RunStatus, evolve
-from projections.logs import iso_local, iso_utc
+from domain.run import PendingClarify, Run, RunStatus, evolve
+from projections.payloads import NodeView, PauseView, RunStatusName
 from projections.sse import cancel_error, produces_sse_message
 from projections.visits import VisitIndex
+from projections.wire import iso_local, iso_utc
 
-ExternalStatus = Literal["CREATED", "RUNNING", "SUCCESS", "FAILED"]
-EXTERNAL_STATUS: dict[RunStatus, ExternalStatus] = {
+EXTERNAL_STATUS: dict[RunStatus, RunStatusName] = {
     RunStatus.CREATED: "CREATED",
     RunStatus.RUNNING: "RUNNING",
     RunStatus.PAUSED: "RUNNING",
@@ -72,7 +73,7 @@ class RunSummary:
         return self._run.status if self._run is not None else RunStatus.CREATED
 
     @property
-    def external_status(self) -> ExternalStatus:
+    def external_status(self) -> RunStatusName:
         """The external API status: CREATED, RUNNING, SUCCESS or FAILED."""
         return EXTERNAL_STATUS[self.status]
 
@@ -97,18 +98,10 @@ class RunSummary:
         return self._run.answered_clarify_ids if self._run is not None else frozenset()
 
     @property
-    def current_pause(self) -> dict[str, Any] | None:
+    def current_pause(self) -> PauseView | None:
         """The pending question as `GET state` shows it; None when the run waits for none."""
         pending = self._run.pending_clarify if self._run is not None else None
-        if pending is None:
-            return None
-        return {
-            "clarifyId": pending.clarify_id,
-            "nodeId": pending.node_id,
-            "question": pending.question,
-            "choices": list(pending.choices),
-            "createdAt": iso_local(pending.asked_at),
-        }
+        return None if pending is None else pause_view(pending)
 
     @property
     def run_id(self) -> str | None:
@@ -245,19 +238,34 @@ def summarize(events: list[ev.RunEvent] | tuple[ev.RunEvent, ...]) -> RunSummary
     return summary
 
 
-def node_list(index: VisitIndex) -> list[dict[str, Any]]:
-    """GET run `nodes`: one entry a node, its last visit's state, logs counted over all visits."""
+def pause_view(pending: PendingClarify) -> PauseView:
+    """The question a run waits on (`currentPause`), its time as ISO_LOCAL_DATE_TIME."""
+    return PauseView(
+        clarify_id=pending.clarify_id,
+        node_id=pending.node_id,
+        question=pending.question,
+        choices=pending.choices,
+        created_at=iso_local(pending.asked_at),
+    )
+
+
+def node_list(index: VisitIndex, logs_url: Callable[[str], str] | None = None) -> list[NodeView]:
+    """GET run `nodes`: one entry a node, its last visit's state, logs counted over all visits.
+
+    `logs_url` names where a node's logs are served (the API knows; the audit view leaves it out).
+    """
     views = []
     for node_id in index.node_ids():
         visits = index.visits_of(node_id)
         last = visits[-1]
-        views.append({
-            "nodeId": node_id,
-            "nodeType": last.node_type,
-            "label": last.node_label,
-            "status": last.status,
-            "output": last.output,
-            "error": last.error,
-            "logsCount": sum(visit.logs_count for visit in visits),
-        })
+        views.append(NodeView(
+            node_id=node_id,
+            node_type=last.node_type,
+            label=last.node_label,
+            status=last.status,
+            output=last.output,
+            error=last.error,
+            logs_count=sum(visit.logs_count for visit in visits),
+            logs_url=logs_url(node_id) if logs_url is not None else UNSET,
+        ))
     return views

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from domain import events as ev
 from domain.errors import FlowtrailError
 from domain.vocabulary import VISIT_FAILED, VISIT_RUNNING, VISIT_SKIPPED, VISIT_SUCCESS, NodeType, VisitStatus
-from projections.logs import VisitLog, iso_utc, to_json
+from projections.logs import VisitLog
+from projections.payloads import LogEntry, NodeMeta, NodeOutput, VisitSnapshot
+from projections.wire import iso_utc, to_json
 
 MAX_VISITS_PER_RUN = 200
 
@@ -69,7 +71,7 @@ class Visit:
         return (self.sort_order, self.position)
 
     @property
-    def logs(self) -> list[dict[str, Any]]:
+    def logs(self) -> list[LogEntry]:
         """The rendered log entries."""
         return self.log.entries()
 
@@ -209,6 +211,23 @@ _INDEX_HANDLERS: dict[type, Callable[[Any, Any], None]] = {
 }
 
 
+class Visits(Protocol):
+    """What the views read of a visit index (engine.context's view of one asking visit reads alike)."""
+
+    @property
+    def run_id(self) -> str | None:
+        """The run's id (hex)."""
+
+    def get(self, visit_uuid: str) -> Visit:
+        """The visit with this uuid; VisitNotFound if there is none."""
+
+    def find(self, visit_uuid: str) -> Visit | None:
+        """The visit with this uuid, or None."""
+
+    def visit_at(self, node_id: str, iter_seq: int | None = None) -> Visit:
+        """The visit of a node with this iterSeq (None: the last one); VisitNotFound if none."""
+
+
 def pick_visit(visits: Sequence[Visit], node_id: str, iter_seq: int | None, run_id: str | None) -> Visit:
     """Among a node's visits (in order), the one with this iterSeq (None: the last); VisitNotFound if none."""
     if visits and iter_seq is None:
@@ -222,58 +241,61 @@ def pick_visit(visits: Sequence[Visit], node_id: str, iter_seq: int | None, run_
     )
 
 
-def visit_snapshot(visit: Visit) -> dict[str, Any]:
-    """The visit as a camelCase snapshot (SSE `visit_recorded`), logs as `logsJson`."""
+def visit_snapshot(visit: Visit) -> VisitSnapshot:
+    """The visit as a whole (SSE `visit_recorded` and `snapshot`), logs as `logsJson`."""
     logs = visit.logs
-    return {
-        "visitUuid": visit.visit_uuid,
-        "runId": visit.run_id,
-        "nodeId": visit.node_id,
-        "nodeType": visit.node_type,
-        "nodeLabel": visit.node_label,
-        "iterSeq": visit.iter_seq,
-        "sortOrder": visit.sort_order,
-        "fromNodeId": visit.from_node_id,
-        "fromVisitUuid": visit.from_visit_uuid,
-        "predecessorVisitUuids": list(visit.predecessor_visit_uuids),
-        "status": visit.status,
-        "output": visit.output,
-        "error": visit.error,
-        "skipReason": visit.skip_reason,
-        "startedAt": iso_utc(visit.started_at),
-        "completedAt": iso_utc(visit.completed_at),
-        "logsJson": to_json(logs),
-        "logsCount": len(logs),
-    }
+    return VisitSnapshot(
+        visit_uuid=visit.visit_uuid,
+        run_id=visit.run_id,
+        node_id=visit.node_id,
+        node_type=visit.node_type,
+        node_label=visit.node_label,
+        iter_seq=visit.iter_seq,
+        sort_order=visit.sort_order,
+        from_node_id=visit.from_node_id,
+        from_visit_uuid=visit.from_visit_uuid,
+        predecessor_visit_uuids=visit.predecessor_visit_uuids,
+        status=visit.status,
+        output=visit.output,
+        error=visit.error,
+        skip_reason=visit.skip_reason,
+        started_at=iso_utc(visit.started_at),
+        completed_at=iso_utc(visit.completed_at),
+        logs_json=to_json(logs),
+        logs_count=len(logs),
+    )
 
 
-def output_view(index: VisitIndex, node_id: str, field: str | None = None, iter_seq: int | None = None) -> dict[str, Any]:
+def output_view(index: Visits, node_id: str, field: str | None = None, iter_seq: int | None = None) -> NodeOutput:
     """§2.2: a node visit's envelope, `data` whole or one field of it."""
     visit = index.visit_at(node_id, iter_seq)
     envelope = visit.output or {}
     data = envelope.get("data")
     if field is not None:
         data = data.get(field) if isinstance(data, dict) else None
-    return {
-        **_visit_ref(visit),
-        "status": envelope.get("status"),
-        "message": envelope.get("message"),
-        "data": data,
-        "requestedField": field,
-    }
+    return NodeOutput(
+        node_id=visit.node_id,
+        iter_seq=visit.iter_seq,
+        visit_uuid=visit.visit_uuid,
+        status=envelope.get("status"),
+        message=envelope.get("message"),
+        data=data,
+        requested_field=field,
+    )
 
 
 META_KINDS = ("THINKING", "TOOL_CALLS", "TODO", "ALL")
+DEFAULT_META_KIND = "ALL"
 
 
 class UnknownMetaKind(FlowtrailError):
     """The meta query named a kind other than THINKING, TOOL_CALLS, TODO or ALL."""
 
 
-def meta_view(index: VisitIndex, visit_uuid: str | None, node_id: str | None,
-              kind: str | None = None, iter_seq: int | None = None) -> dict[str, Any]:
+def meta_view(index: Visits, visit_uuid: str | None, node_id: str | None,
+              kind: str | None = None, iter_seq: int | None = None) -> NodeMeta:
     """§2.3: a visit's thinking, tool calls, TODO list, or all of them with the raw logs."""
-    kind = (kind or "ALL").upper()
+    kind = (kind or DEFAULT_META_KIND).upper()
     if kind not in META_KINDS:
         raise UnknownMetaKind(f"unknown meta kind {kind!r}; expected one of {', '.join(META_KINDS)}")
     if visit_uuid:
@@ -282,23 +304,19 @@ def meta_view(index: VisitIndex, visit_uuid: str | None, node_id: str | None,
         visit = index.visit_at(node_id, iter_seq)
     else:
         raise VisitNotFound("a meta query needs a visitUuid or a nodeId", run_id=index.run_id)
-    body = _visit_ref(visit)
+    body = NodeMeta(node_id=visit.node_id, iter_seq=visit.iter_seq, visit_uuid=visit.visit_uuid)
     if kind in ("THINKING", "ALL"):
-        body["thinking"] = visit.log.thinking()
+        body.thinking = visit.log.thinking()
     if kind in ("TOOL_CALLS", "ALL"):
-        body["toolCalls"] = visit.log.tool_calls()
+        body.tool_calls = visit.log.tool_calls()
     if kind in ("TODO", "ALL"):
-        body["todoList"] = visit.log.todo_list()
+        body.todo_list = visit.log.todo_list()
     if kind == "ALL":
-        body["logs"] = visit.logs
+        body.logs = visit.logs
     return body
 
 
-def _visit_ref(visit: Visit) -> dict[str, Any]:
-    return {"nodeId": visit.node_id, "iterSeq": visit.iter_seq, "visitUuid": visit.visit_uuid}
-
-
-def node_logs(index: VisitIndex, node_id: str) -> list[dict[str, Any]]:
+def node_logs(index: VisitIndex, node_id: str) -> list[LogEntry]:
     """All log entries of a node's visits, visit after visit; VisitNotFound if never visited."""
     visits = index.visits_of(node_id)
     if not visits:

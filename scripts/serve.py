@@ -7,6 +7,7 @@ import logging
 import uvicorn
 
 from api.app import create_app
+from api.sse import encode_frame
 from engine.bootstrap import build_services
 from engine.settings import Settings
 
@@ -18,7 +19,7 @@ def serve() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     settings = Settings.from_env()
-    services = build_services(settings)
+    services = build_services(settings, encode_frame=encode_frame)
     if settings.demo_key_in_use:
         log.warning("FLOWTRAIL_API_KEYS is unset: created the API key 'demo-key' with no scope limit")
     log.info("store: %s", services.store.location.kind)

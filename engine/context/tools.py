@@ -18,7 +18,24 @@ from uuid import UUID
 import httpx
 import msgspec
 
+from engine.context.contract import (
+    ANSWER_FIELDS,
+    DEFAULT_META_KIND,
+    ITEM_FIELDS,
+    MAX_PATHS,
+    META_KINDS,
+    META_ROUTE,
+    OUTPUT_ROUTE,
+    PATH_ROUTE,
+    ROOT,
+    SUCCESS_CODE,
+    TOKEN_HEADER,
+    MetaQuery,
+    OutputQuery,
+    PathQuery,
+)
 from engine.llm.types import ToolSpec
+from projections.wire import encode, to_json
 
 log = logging.getLogger("flowtrail.context.tools")
 
@@ -26,22 +43,18 @@ MAX_TIMEOUT_SECONDS = 5.0
 RETRY_BACKOFF_SECONDS = 0.2
 MAX_VALUE_BYTES = 100 * 1024
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
-MAX_PATHS = 100
-TOKEN_HEADER = "X-Context-Token"
 _RETRY_STATUSES = frozenset({500, 502, 504})
 _FORBIDDEN_HEADERS = ("set-cookie", "location")
-_KINDS = ("THINKING", "TOOL_CALLS", "TODO", "ALL")
 
 PATHS, OUTPUT, META = "get_predecessor_paths", "get_node_output", "get_node_meta"
-
-_encoder = msgspec.json.Encoder()
+_ROUTES = {PATHS: PATH_ROUTE, OUTPUT: OUTPUT_ROUTE, META: META_ROUTE}
 
 SPECS = (
     ToolSpec(
         name=PATHS,
         description=(
             "List every chain of earlier visits in this run that led to the current step, oldest first, "
-            "with back-edges (revisits) marked. Results may be truncated: at most 100 paths are returned, "
+            f"with back-edges (revisits) marked. Results may be truncated: at most {MAX_PATHS} paths are returned, "
             "and when `truncated` is true ask about a specific node with get_node_output or get_node_meta."
         ),
         parameters={"type": "object", "properties": {}, "additionalProperties": False},
@@ -75,7 +88,7 @@ SPECS = (
             "properties": {
                 "node_id": {"type": ["string", "null"], "description": "The node (used when visit_uuid is omitted)."},
                 "visit_uuid": {"type": ["string", "null"], "description": "One exact visit; wins over node_id."},
-                "kind": {"type": "string", "enum": list(_KINDS), "default": "ALL"},
+                "kind": {"type": "string", "enum": list(META_KINDS), "default": DEFAULT_META_KIND},
                 "iter_seq": {"type": ["integer", "null"], "minimum": 1,
                              "description": "Which visit of the node (1 = first); omit for the last."},
             },
@@ -84,18 +97,6 @@ SPECS = (
     ),
 )
 
-# Whitelisted fields of each answer's `data`, and of the items of its lists.
-_FIELDS = {
-    PATHS: ("visitUuids", "nodeIds", "paths", "backtrackEdgeKeys", "truncated"),
-    OUTPUT: ("nodeId", "iterSeq", "visitUuid", "status", "message", "data", "requestedField"),
-    META: ("nodeId", "iterSeq", "visitUuid", "thinking", "toolCalls", "todoList", "logs"),
-}
-_ITEM_FIELDS = {
-    "paths": ("sequence", "visitUuids", "hasBacktrack"),
-    "toolCalls": ("tool", "args", "result"),
-    "logs": ("type", "timestamp", "message", "detail"),
-}
-_ENDPOINTS = {PATHS: "/internal/context/path", OUTPUT: "/internal/context/output", META: "/internal/context/meta"}
 
 
 class ToolFailure(Exception):
@@ -133,7 +134,7 @@ def clip(value: Any, limit: int = MAX_VALUE_BYTES) -> tuple[Any, bool]:
         for item in value:
             item, item_cut = clip(item, limit)
             cut = cut or item_cut
-            size += len(_encoder.encode(item)) + 1
+            size += len(encode(item)) + 1
             if size > limit:
                 return kept, True
             kept.append(item)
@@ -143,8 +144,8 @@ def clip(value: Any, limit: int = MAX_VALUE_BYTES) -> tuple[Any, bool]:
         for key, item in value.items():
             clipped[key], item_cut = clip(item, limit)
             cut = cut or item_cut
-        if len(_encoder.encode(clipped)) > limit:
-            return clip(_encoder.encode(clipped).decode(), limit)[0], True
+        if len(encode(clipped)) > limit:
+            return clip(to_json(clipped), limit)[0], True
         return clipped, cut
     return value, False
 
@@ -153,11 +154,11 @@ def _whitelisted(tool: str, data: dict[str, Any]) -> dict[str, Any]:
     """Only the fields the tool knows, list items reduced to theirs, every value clipped."""
     result: dict[str, Any] = {}
     cut_fields = []
-    for name in _FIELDS[tool]:
+    for name in ANSWER_FIELDS[_ROUTES[tool]]:
         if name not in data:
             continue
         value = data[name]
-        item_fields = _ITEM_FIELDS.get(name)
+        item_fields = ITEM_FIELDS.get(name)
         if item_fields is not None and isinstance(value, list):
             value = [{k: item[k] for k in item_fields if k in item} for item in value if isinstance(item, dict)]
         result[name], cut = clip(value)
@@ -192,7 +193,7 @@ def _iter_seq(arguments: dict[str, Any]) -> int | None:
 class ContextToolbox:
     """One visit's three context tools; close it with `await aclose()` when the visit ends."""
 
-    names = frozenset(_ENDPOINTS)
+    names = frozenset(_ROUTES)
 
     def __init__(
         self, *, base_url: str, run_id: UUID, visit_uuid: str, token: str,
@@ -225,34 +226,34 @@ class ContextToolbox:
         self.calls += 1
         if self.calls > self.max_calls:
             return self._error(f"context tool call limit reached ({self.max_calls} calls per visit)")
-        if name not in _ENDPOINTS:
+        if name not in _ROUTES:
             return self._error(f"unknown tool {name[:64]!r}")
         try:
             body = self._body(name, arguments if isinstance(arguments, dict) else {})
-            data = await self._post(_ENDPOINTS[name], body)
-            return _encoder.encode(_whitelisted(name, data)).decode()
+            data = await self._post(ROOT + _ROUTES[name], body)
+            return to_json(_whitelisted(name, data))
         except ToolFailure as exc:
             return self._error(str(exc))
 
-    def _body(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    def _body(self, name: str, arguments: dict[str, Any]) -> PathQuery | OutputQuery | MetaQuery:
         run_id = self.run_id.hex
         if name == PATHS:
-            return {"runId": run_id, "visitUuid": self.visit_uuid}
+            return PathQuery(run_id, self.visit_uuid)
         iter_seq = _iter_seq(arguments)
         node_id = _optional_str(arguments, "node_id")
         if name == OUTPUT:
             if node_id is None:
                 raise ToolFailure("node_id is required")
-            return {"runId": run_id, "nodeId": node_id, "field": _optional_str(arguments, "field"), "iterSeq": iter_seq}
+            return OutputQuery(run_id, node_id, _optional_str(arguments, "field"), iter_seq)
         visit_uuid = _optional_str(arguments, "visit_uuid")
         if node_id is None and visit_uuid is None:
             raise ToolFailure("give node_id or visit_uuid")
-        kind = (_optional_str(arguments, "kind") or "ALL").upper()
-        if kind not in _KINDS:
-            raise ToolFailure(f"kind must be one of {', '.join(_KINDS)}")
-        return {"runId": run_id, "visitUuid": visit_uuid, "nodeId": node_id, "kind": kind, "iterSeq": iter_seq}
+        kind = (_optional_str(arguments, "kind") or DEFAULT_META_KIND).upper()
+        if kind not in META_KINDS:
+            raise ToolFailure(f"kind must be one of {', '.join(META_KINDS)}")
+        return MetaQuery(run_id, visit_uuid, node_id, kind, iter_seq)
 
-    async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def _post(self, path: str, body: PathQuery | OutputQuery | MetaQuery) -> dict[str, Any]:
         """POST once, and once more after a backoff if the connection failed or the server erred."""
         for attempt in (1, 2):
             try:
@@ -263,9 +264,9 @@ class ContextToolbox:
                 await asyncio.sleep(self.retry_backoff_seconds)
         raise AssertionError("unreachable")
 
-    async def _post_once(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def _post_once(self, path: str, body: PathQuery | OutputQuery | MetaQuery) -> dict[str, Any]:
         try:
-            async with self._client.stream("POST", path, content=_encoder.encode(body)) as response:
+            async with self._client.stream("POST", path, content=encode(body)) as response:
                 for header in _FORBIDDEN_HEADERS:
                     if header in response.headers:
                         raise ToolFailure(f"context query response discarded: it carried a {header.title()} header")
@@ -278,19 +279,19 @@ class ContextToolbox:
         except httpx.HTTPError as exc:
             raise ToolFailure(f"context query failed: {type(exc).__name__}") from None
         envelope = _decode(raw)
-        if status != 200:
+        if status != SUCCESS_CODE:
             message = envelope.get("message") if isinstance(envelope, dict) else None
             text = f"context query answered {status}"
             if isinstance(message, str):
                 text += f": {clip(message, 300)[0]}"
             raise (_Retryable if status in _RETRY_STATUSES else ToolFailure)(text)
-        if not isinstance(envelope, dict) or envelope.get("code") != 200 or not isinstance(envelope.get("data"), dict):
+        if not isinstance(envelope, dict) or envelope.get("code") != SUCCESS_CODE or not isinstance(envelope.get("data"), dict):
             raise ToolFailure("context query answered with a malformed body")
         return envelope["data"]
 
     def _error(self, message: str) -> str:
         log.info("context tool call refused for visit %s: %s", self.visit_uuid, message)
-        return _encoder.encode({"error": message}).decode()
+        return to_json({"error": message})
 
     async def aclose(self) -> None:
         """Close the HTTP client."""

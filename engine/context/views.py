@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 from uuid import UUID
 
 from domain.errors import FlowtrailError
@@ -14,6 +13,7 @@ from engine.context.tokens import ContextTokens, Grant, InvalidToken
 from engine.runs.service import RunNotFound, RunService
 from engine.streams.hot import LiveHub
 from projections.paths import predecessor_paths
+from projections.payloads import NodeMeta, NodeOutput, PredecessorPaths
 from projections.visits import (
     Visit,
     VisitIndex,
@@ -154,18 +154,18 @@ class ContextReader:
         return AskerView(index, asker, source)
 
 
-def path_body(view: AskerView, visit_uuid: str | None) -> dict[str, Any]:
+def path_body(view: AskerView, visit_uuid: str | None) -> PredecessorPaths:
     """§2.1 for the asker (or an earlier visit): its predecessor chains, back-edges and `truncated`."""
     visible = VisibleIndex(view.index, view.asker, with_asker=True)
-    return predecessor_paths(visible, visit_uuid or view.asker.visit_uuid)  # type: ignore[arg-type]
+    return predecessor_paths(visible, visit_uuid or view.asker.visit_uuid)
 
 
-def output_body(view: AskerView, node_id: str, field: str | None, iter_seq: int | None) -> dict[str, Any]:
+def output_body(view: AskerView, node_id: str, field: str | None, iter_seq: int | None) -> NodeOutput:
     """§2.2 for an earlier visit of a node: the envelope, `data` whole or one field."""
-    return output_view(VisibleIndex(view.index, view.asker), node_id, field, iter_seq)  # type: ignore[arg-type]
+    return output_view(VisibleIndex(view.index, view.asker), node_id, field, iter_seq)
 
 
 def meta_body(view: AskerView, visit_uuid: str | None, node_id: str | None,
-              kind: str | None, iter_seq: int | None) -> dict[str, Any]:
+              kind: str | None, iter_seq: int | None) -> NodeMeta:
     """§2.3 for an earlier visit: thinking, tool calls, TODO list, or all with the raw logs."""
-    return meta_view(VisibleIndex(view.index, view.asker), visit_uuid, node_id, kind, iter_seq)  # type: ignore[arg-type]
+    return meta_view(VisibleIndex(view.index, view.asker), visit_uuid, node_id, kind, iter_seq)

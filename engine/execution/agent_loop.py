@@ -30,14 +30,9 @@ from engine.llm import (
     ToolProgress,
     ToolSpec,
 )
+from projections.wire import to_json
 
 CLARIFY_NAMESPACE = uuid.UUID("0b7c4f4e-3a52-4d55-9d0e-51f3b1b3a9c2")
-_json = msgspec.json.Encoder()
-
-
-def to_json(value: Any) -> str:
-    """Compact JSON text."""
-    return _json.encode(value).decode()
 
 
 class ToolBelt:

@@ -17,7 +17,6 @@ from domain.events import PlannerDecided
 from domain.outputs import parse_json_answer
 from domain.vocabulary import VISIT_FAILED, VISIT_SKIPPED, VISIT_SUCCESS
 from domain.workflow import NodeDefinition, WorkflowDefinition, node_by_id, start_nodes
-from engine.execution.agent_loop import to_json
 from engine.execution.errors import CancelHalt, RunFailure, describe_llm_error
 from engine.execution.models import scripted_planner
 from engine.execution.outcomes import Completed, Failed, Paused, RunOutcome
@@ -32,6 +31,7 @@ from engine.llm import (
     Message,
     collect,
 )
+from projections.wire import to_json
 
 PLANNER_ATTEMPTS = 2
 OUTPUT_PREVIEW_CHARS = 300

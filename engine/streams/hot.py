@@ -17,23 +17,20 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 from uuid import UUID
 
-from litestar.response import ServerSentEventMessage
-
 from domain.events import RunEvent
-from projections.sse import SseMessage, SseProjection, ends_stream, render_stateless
+from projections.sse import TERMINAL_EVENTS, SseMessage, SseProjection, Topic, message_topic, render_stateless
 from projections.summary import RunSummary
 
-
-def encode_frame(message: SseMessage) -> bytes:
-    """One SSE message framed by Litestar, once, for every client that will read it."""
-    return ServerSentEventMessage(data=message.data, event=message.event, id=message.id).encode()
+FrameEncoder = Callable[[SseMessage], bytes]
+"""Frames one message as the stream sends it (the HTTP edge's SSE framing, given to the hub)."""
 
 
 class HotRun:
     """One run's folded projections plus its recent SSE frames."""
 
-    def __init__(self, run_id: UUID, *, max_frames: int) -> None:
+    def __init__(self, run_id: UUID, *, max_frames: int, encode_frame: FrameEncoder) -> None:
         self.run_id = run_id
+        self.encode_frame = encode_frame
         self.version = 0
         self.sse = SseProjection()
         self.summary = RunSummary()
@@ -41,6 +38,8 @@ class HotRun:
         self.ids: list[int] = []
         self.run_hex = run_id.hex
         self.frames: list[bytes | SseMessage | RunEvent] = []
+        self.topics: list[Topic] = []
+        self._topics: dict[Topic, Topic] = {}
         self.dropped_upto = 0
         self.terminal_id: int | None = None
         self.pending: dict[int, Any] = {}
@@ -83,13 +82,16 @@ class HotRun:
             return
         self.ids.append(event.originator_version)
         self.frames.append(pending)
-        if ends_stream(pending):
+        topic = message_topic(pending)
+        self.topics.append(self._topics.setdefault(topic, topic))  # one tuple per (event, node) of the run
+        if topic[0] in TERMINAL_EVENTS:
             self.terminal_id = event.originator_version
         if len(self.ids) > self.max_frames + self.max_frames // 4:
             cut = len(self.ids) - self.max_frames
             self.dropped_upto = self.ids[cut - 1]
             del self.ids[:cut]
             del self.frames[:cut]
+            del self.topics[:cut]
 
     def _notify(self) -> None:
         changed, self._changed = self._changed, asyncio.Event()
@@ -99,28 +101,36 @@ class HotRun:
         """True when every frame after `cursor` is still in memory."""
         return cursor >= self.dropped_upto
 
-    def frames_after(self, cursor: int, limit: int = 2000) -> tuple[list[bytes], int]:
-        """Frames with id > cursor (at most `limit`) and the id of the last one.
+    def frames_after(
+        self, cursor: int, limit: int = 2000, wants: Callable[[str, str | None], bool] | None = None
+    ) -> tuple[list[bytes], int]:
+        """Frames with id > cursor (at most `limit` looked at) and the id of the last one looked at.
 
         A message is framed the first time any client needs it, then shared by all. A big
         message (a visit's closing status repeats its whole log) starts a batch of its own,
-        so the frames before it are not held back while it is framed.
+        so the frames before it are not held back while it is framed. `wants(event, node_id)`
+        leaves out (and does not frame) the messages a client's filter refuses.
         """
         start = bisect.bisect_right(self.ids, cursor)
         end = min(len(self.ids), start + limit)
         if start >= end:
             return [], cursor
-        frames = self.frames
+        frames, topics = self.frames, self.topics
         out: list[bytes] = []
+        last = start
         for i in range(start, end):
             item = frames[i]
-            if out and isinstance(item, SseMessage) and len(item.data) > BIG_MESSAGE_BYTES:
+            # `type(item) is`, not isinstance: isinstance of a Struct class costs ~40 ns more, for every frame read.
+            if out and type(item) is SseMessage and len(item.data) > BIG_MESSAGE_BYTES:
                 break
+            last = i
+            if wants is not None and not wants(*topics[i]):
+                continue
             if not isinstance(item, bytes):
                 message = item if isinstance(item, SseMessage) else render_stateless(item, self.run_hex)
-                item = frames[i] = encode_frame(message)
+                item = frames[i] = self.encode_frame(message)
             out.append(item)
-        return out, self.ids[start + len(out) - 1]
+        return out, self.ids[last]
 
     def changed_event(self) -> asyncio.Event:
         """The event that the next change will set (take it before reading frames)."""
@@ -151,9 +161,13 @@ BIG_MESSAGE_BYTES = 64 * 1024
 class LiveHub:
     """The set of hot runs in this process."""
 
-    def __init__(self, read: Reader, last_position: LastPosition, *, max_frames: int, retention_seconds: float) -> None:
+    def __init__(
+        self, read: Reader, last_position: LastPosition, *, max_frames: int, retention_seconds: float,
+        encode_frame: FrameEncoder,
+    ) -> None:
         self._read = read
         self._last_position = last_position
+        self.encode_frame = encode_frame
         self.max_frames = max_frames
         self.retention_seconds = retention_seconds
         self.runs: dict[UUID, HotRun] = {}
@@ -170,7 +184,7 @@ class LiveHub:
 
     def open(self, run_id: UUID) -> HotRun:
         """Register a brand-new run (its creator will publish its first events)."""
-        hot = HotRun(run_id, max_frames=self.max_frames)
+        hot = HotRun(run_id, max_frames=self.max_frames, encode_frame=self.encode_frame)
         hot.complete = True
         self.runs[run_id] = hot
         return hot
@@ -197,13 +211,14 @@ class LiveHub:
             return hot
         loading = self._loading.get(run_id)
         if loading is None:
-            hot = hot or HotRun(run_id, max_frames=self.max_frames)
+            hot = hot or HotRun(run_id, max_frames=self.max_frames, encode_frame=self.encode_frame)
             self.runs[run_id] = hot
             loading = asyncio.ensure_future(self._load(hot))
             self._loading[run_id] = loading
         if first_page and hot is not None:
             page = asyncio.ensure_future(hot.first_page.wait())
-            await asyncio.wait({loading, page}, return_when=asyncio.FIRST_COMPLETED)
+            either: set[asyncio.Future[Any]] = {loading, page}
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
             page.cancel()
             if not loading.done():
                 return hot if hot.loaded else await asyncio.shield(loading)

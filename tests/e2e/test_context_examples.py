@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import timedelta
 
@@ -9,6 +10,7 @@ import pytest
 
 from domain import run as decide
 from engine.context.views import output_body
+from projections.wire import to_json
 from tests.support.context_runs import (
     B_OUTPUT,
     B_TODOS,
@@ -203,5 +205,5 @@ async def test_a_cold_run_is_caught_up_from_the_log_on_every_read(server):
     assert (before.json()["data"]["status"], after.json()["data"]["status"]) == (None, 200)
     assert after.headers["x-context-source"] == "store"
     fresh = await services.context.asker_view(services.tokens.authenticate(token))
-    assert after.json()["data"] == output_body(fresh, "B", None, None)
+    assert after.json()["data"] == json.loads(to_json(output_body(fresh, "B", None, None)))
     assert example.asker == fresh.asker.visit_uuid

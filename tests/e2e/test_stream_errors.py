@@ -7,6 +7,7 @@ import uuid
 import pytest
 
 from api.errors import ApiError
+from api.sse import encode_frame
 from api.streams import resume_cursor
 from engine.streams.hot import HotRun
 from tests.support.api import log_end
@@ -104,7 +105,7 @@ async def test_an_unknown_route_answers_in_the_envelope(server):
 async def test_a_last_event_id_beyond_what_a_loading_run_knows_is_checked_against_the_log(server, finished_run):
     services = server.services
     last = await services.store.last_position(finished_run)
-    loading = HotRun(finished_run, max_frames=100)
+    loading = HotRun(finished_run, max_frames=100, encode_frame=encode_frame)
     loading.store_last = last - 3
     assert await resume_cursor(services.runs, loading, str(last - 1)) == last - 1
     with pytest.raises(ApiError) as beyond:

@@ -7,6 +7,7 @@ import contextlib
 
 import pytest
 
+from api.sse import encode_frame
 from domain import events as ev
 from domain import run as decide
 from domain.errors import IllegalTransition, RunAlreadyStarted
@@ -119,7 +120,7 @@ async def test_an_append_that_loses_a_race_to_another_writer_fails_and_stores_no
     run_id = await new_run(services)
     writer = await services.runs.writer(run_id)
     visit = await open_visit(writer)
-    other = build_services(server_settings(store, tmp_path / "other"))
+    other = build_services(server_settings(store, tmp_path / "other"), encode_frame=encode_frame)
     await other.start()
     try:
         await open_visit(await other.runs.writer(run_id), node_id="elsewhere")

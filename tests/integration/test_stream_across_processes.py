@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from api.sse import encode_frame
 from engine.bootstrap import build_services
 from projections.sse import render_all
 from tests.support.runs import appending, new_run, open_visit
@@ -16,7 +17,7 @@ from tests.support.stores import drop_schema, store_url
 @pytest.fixture
 async def two_services(tmp_path):
     url, schema = store_url("postgres", tmp_path)
-    pair = [build_services(server_settings(url, tmp_path / side)) for side in ("a", "b")]
+    pair = [build_services(server_settings(url, tmp_path / side), encode_frame=encode_frame) for side in ("a", "b")]
     for services in pair:
         await services.start()
     yield pair

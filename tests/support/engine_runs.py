@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from api.sse import encode_frame
 from domain import events as ev
 from domain.run import Run, RunStatus
 from engine.bootstrap import Services, build_services
@@ -29,7 +30,7 @@ def engine_settings(store: str, data_dir: Path, *, load_demos: bool = True, coal
 @contextlib.asynccontextmanager
 async def running(settings: Settings) -> AsyncIterator[Services]:
     """Started services (engine included), closed afterwards."""
-    services = build_services(settings)
+    services = build_services(settings, encode_frame=encode_frame)
     await services.start()
     try:
         yield services

@@ -12,6 +12,7 @@ import httpx
 import uvicorn
 
 from api.app import create_app
+from api.sse import encode_frame
 from engine.bootstrap import Services, build_services
 from engine.settings import ApiKey, Settings, StoreSettings, StreamSettings
 
@@ -47,7 +48,7 @@ class RunningServer:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.services: Services = build_services(settings)
+        self.services: Services = build_services(settings, encode_frame=encode_frame)
         self.app = create_app(self.services)
         config = uvicorn.Config(self.app, host=settings.host, port=settings.port, log_level="warning", lifespan="on",
                                 timeout_graceful_shutdown=2)

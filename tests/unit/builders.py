@@ -7,12 +7,20 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 from uuid import UUID
 
+import msgspec
+
 from domain import events as ev
+from projections.wire import encode
 
 RUN_ID = UUID("a3f9b2c1a3f9b2c1a3f9b2c1a3f9b2c1")
 T0 = datetime(2026, 7, 1, 8, 30, 0, tzinfo=UTC)
 
 P = TypeVar("P")
+
+
+def wire(value: Any) -> Any:
+    """A body as a client reads it: encoded as JSON and decoded again."""
+    return msgspec.json.decode(encode(value))
 
 
 def fold(projection: P, events: Iterable[ev.RunEvent]) -> P:

@@ -1,37 +1,36 @@
-"""Stream filters: by event type and node, on messages and on encoded frames alike."""
+"""Stream filters: by event type and node, read from what each message carries, never from its JSON."""
 
 from __future__ import annotations
 
 import pytest
 
 from api.errors import ApiError
+from api.sse import encode_frame
 from api.streams import StreamFilter, parse_filter, parse_flag
-from engine.streams.hot import encode_frame
+from engine.streams.hot import HotRun
 from projections.sse import SseMessage
+from tests.unit.builders import RUN_ID, RunLog
 
 
-def message(event: str, data: bytes, id_: int = 1) -> SseMessage:
-    return SseMessage(id_, event, data)
+def message(event: str, node_id: str | None, id_: int = 1) -> SseMessage:
+    return SseMessage(id_, event, b"{}", node_id)
 
 
-STATUS_N2 = message("node_status", b'{"type":"node_status","nodeId":"node-2","status":"RUNNING"}')
-STREAM_N3 = message("node_stream", b'{"type":"node_stream","nodeId":"node-3","content":"a\\nb"}')
-RECORDED_N3 = message("visit_recorded", b'{"type":"visit_recorded","visit":{"nodeId":"node-3"}}')
-PLANNER = message("planner_decision", b'{"type":"planner_decision","decision":{"nextNodeId":"node-2"}}')
-DONE = message("workflow_complete", b'{"type":"workflow_complete","success":true}')
+STATUS_N2 = message("node_status", "node-2")
+STREAM_N3 = message("node_stream", "node-3")
+RECORDED_N3 = message("visit_recorded", "node-3")
+PLANNER = message("planner_decision", None)
+DONE = message("workflow_complete", None)
 ALL = [STATUS_N2, STREAM_N3, RECORDED_N3, PLANNER, DONE]
 
 
 def passing(only: StreamFilter) -> list[str]:
-    by_message = [m.event for m in ALL if only.allows(m.event, m.data)]
-    by_frame = [m.event for m in ALL if only.allows_frame(encode_frame(m))]
-    assert by_message == by_frame
-    return by_message
+    return [m.event for m in ALL if only.allows(m.event, m.node_id)]
 
 
 def test_no_filter_passes_everything():
     assert passing(StreamFilter()) == [m.event for m in ALL]
-    assert not StreamFilter().active
+    assert not StreamFilter().active and StreamFilter().wants is None
 
 
 def test_a_type_filter_passes_those_types_and_always_the_terminal_event():
@@ -44,6 +43,20 @@ def test_a_node_filter_passes_that_nodes_events_including_recorded_visits_and_ru
 
 def test_both_filters_must_agree():
     assert passing(parse_filter("node_status,visit_recorded", "node-3")) == ["visit_recorded", "workflow_complete"]
+
+
+def test_a_hot_run_hands_out_only_the_frames_a_filter_wants_and_the_position_it_reached():
+    run = RunLog().created().started()
+    a, b = run.visit("A"), run.visit("B")
+    run.stream(a, "status", "a").stream(b, "status", "b").complete(a).record(a).decide("B", "why").finish()
+    hot = HotRun(RUN_ID, max_frames=100, encode_frame=encode_frame)
+    hot.offer(run.events)
+    frames, last = hot.frames_after(0, wants=parse_filter(None, "B").wants)
+    assert [f.split(b"\r\n")[1] for f in frames] == [
+        b"event: node_status", b"event: node_stream", b"event: planner_decision", b"event: workflow_complete",
+    ]
+    assert all(b'"nodeId":"A"' not in f for f in frames) and last == run.events[-1].originator_version
+    assert hot.frames_after(0, wants=parse_filter("node_stream", "A").wants)[0][0].startswith(b"id: 5\r\n")
 
 
 def test_blank_values_are_no_filter_and_spaces_are_trimmed():

@@ -45,7 +45,7 @@ def test_the_asker_itself_is_visible_only_when_asked_for():
 def test_the_last_visit_of_a_node_is_the_last_one_before_the_asker():
     visible = seen_by(revisit_run(), "c2")
     assert visible.visit_at("C").visit_uuid == "c1"
-    assert output_view(visible, "C")["data"] == {"n": 2}
+    assert output_view(visible, "C").data == {"n": 2}
 
 
 def test_a_later_visit_is_refused_exactly_like_one_that_does_not_exist():

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import msgspec
-
 from domain import events as ev
 from engine.execution.progress import fold_progress
-from engine.store.event_store import STORED_EVENT_TYPES
-from engine.store.mapper import MsgspecMapper
 from projections.visits import Visit, VisitIndex
+from tests.fixtures.stored import decoded, rows_of, stored_logs
 from tests.unit.builders import RunLog, fold
 
 
@@ -69,14 +64,13 @@ def test_a_skipped_visit_has_the_iter_seq_its_event_recorded_and_old_skips_count
 
 
 def test_progress_and_the_visit_index_see_every_visit_of_the_recorded_logs_alike():
-    mapper = MsgspecMapper(STORED_EVENT_TYPES)
-    for path in sorted((Path(__file__).parent.parent / "fixtures" / "logs").glob("*.jsonl")):
-        rows = [msgspec.json.decode(line) for line in path.read_bytes().splitlines()]
-        events = [mapper.decode_state(msgspec.json.encode(row["state"])) for row in rows]
+    for path in stored_logs():
+        events = [decoded(row) for row in rows_of(path)]
         for run_id in dict.fromkeys(e.originator_id for e in events if isinstance(e, ev.RunEvent)):
             run_events = [e for e in events if isinstance(e, ev.RunEvent) and e.originator_id == run_id]
             index, progress = fold(VisitIndex(), run_events), fold_progress(run_events)
-            assert [facts(v) for v in progress.visits.values()] == [facts(v) for v in index.by_uuid().values()]
+            kept = [v for v in progress.visits.values() if v.visit_uuid in index.by_uuid()]  # the index keeps 200
+            assert [facts(v) for v in kept] == [facts(v) for v in index.by_uuid().values()]
 
 
 def facts(visit: Visit) -> tuple:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from api.sse import encode_frame
 from engine.streams.hot import BIG_MESSAGE_BYTES, HotRun
 from tests.unit.builders import RUN_ID, RunLog
 
@@ -16,7 +17,7 @@ def long_visit() -> RunLog:
 
 def test_a_big_closing_message_waits_for_a_batch_of_its_own_and_nothing_is_skipped():
     run = long_visit()
-    hot = HotRun(RUN_ID, max_frames=10_000)
+    hot = HotRun(RUN_ID, max_frames=10_000, encode_frame=encode_frame)
     hot.offer(run.events)
     first, cursor = hot.frames_after(0)
     second, end = hot.frames_after(cursor)

@@ -21,7 +21,6 @@ LAYERS = ("domain", "projections", "engine", "api", "scripts")
 COMPOSITION_ROOT = "engine.bootstrap"
 
 KNOWN_VIOLATIONS: frozenset[tuple[str, str]] = frozenset({
-    ("engine.streams.hot", "litestar.response"),
 })
 
 

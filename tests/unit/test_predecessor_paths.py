@@ -7,11 +7,11 @@ import pytest
 from domain import events as ev
 from projections.paths import predecessor_paths
 from projections.visits import VisitIndex, VisitNotFound
-from tests.unit.builders import RUN_ID, T0, RunLog, fold
+from tests.unit.builders import RUN_ID, T0, RunLog, fold, wire
 
 
 def paths_of(run: RunLog, visit_uuid: str, **kwargs) -> dict:
-    return predecessor_paths(fold(VisitIndex(max_visits=1000), run.events), visit_uuid, **kwargs)
+    return wire(predecessor_paths(fold(VisitIndex(max_visits=1000), run.events), visit_uuid, **kwargs))
 
 
 def test_a_linear_run_has_one_path_as_in_the_first_spec_example():
@@ -137,7 +137,7 @@ def test_a_malformed_cycle_of_predecessors_does_not_loop():
             originator_id=RUN_ID, originator_version=n, timestamp=T0, visit_uuid=uuid, node_id=uuid.upper(),
             node_type="llm", node_label=uuid, iter_seq=1, sort_order=n, predecessor_visit_uuids=(pred,),
         ))
-    assert predecessor_paths(index, "y")["paths"][0]["visitUuids"] == ["x", "y"]
+    assert predecessor_paths(index, "y").paths[0].visit_uuids == ["x", "y"]
 
 
 def test_the_paths_of_an_unknown_visit_raise_visit_not_found():

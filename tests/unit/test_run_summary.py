@@ -6,7 +6,7 @@ from domain.run import RunStatus
 from domain.run import fold as domain_fold
 from projections.summary import RunSummary, node_list, summarize
 from projections.visits import VisitIndex
-from tests.unit.builders import RUN_ID, RunLog, fold
+from tests.unit.builders import RUN_ID, RunLog, fold, wire
 
 
 def test_a_created_run_is_created_and_keeps_what_the_caller_sent():
@@ -35,7 +35,7 @@ def test_a_question_pauses_the_run_but_it_still_reads_as_running_with_a_current_
     run.ask(a, "clar-1", "哪个版本?", ("v1", "v2"))
     summary = summarize(run.events)
     assert summary.status.value == "paused" and summary.external_status == "RUNNING"
-    assert summary.state_view() == {
+    assert wire(summary.state_view()) == {
         "runId": RUN_ID.hex,
         "status": "RUNNING",
         "currentPause": {"clarifyId": "clar-1", "nodeId": "A", "question": "哪个版本?",
@@ -114,8 +114,8 @@ def test_the_node_list_shows_each_node_by_its_last_visit_with_all_logs_counted()
     b2 = run.visit("B", after=b1)
     run.stream(b2, "status", "s").stream(b2, "thinking", "再想").complete(b2, {"result": "again"})
     views = node_list(fold(VisitIndex(), run.events))
-    assert [v["nodeId"] for v in views] == ["A", "B"]
-    assert views[1] == {
+    assert [v.node_id for v in views] == ["A", "B"]
+    assert wire(views[1]) == {
         "nodeId": "B", "nodeType": "agent", "label": "B", "status": "SUCCESS",
         "output": {"status": 200, "message": "调用成功", "data": {"result": "again"}}, "error": None, "logsCount": 4,
     }
@@ -137,4 +137,4 @@ def test_the_summary_reads_the_pause_from_the_domain_runs_pending_question():
     run.ask(run.visit("A"), "clar-1", "哪个版本?", ("v1", "v2"))
     summary = summarize(run.events)
     pending, pause = summary.run.pending_clarify if summary.run else None, summary.current_pause
-    assert pending is not None and pause is not None and pending.clarify_id == pause["clarifyId"] == "clar-1"
+    assert pending is not None and pause is not None and pending.clarify_id == pause.clarify_id == "clar-1"

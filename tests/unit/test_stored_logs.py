@@ -2,33 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import msgspec
 import pytest
 
 from domain.catalogue import fold_entry
 from domain.workflow import PlannerSettings
 from engine.store.event_store import STORED_EVENT_TYPES
-from engine.store.mapper import MsgspecMapper
+from tests.fixtures.stored import LOGS, MAPPER, rows_of, stored_logs
 
-LOGS = Path(__file__).parent.parent / "fixtures" / "logs"
-
-
-class StoredRow(msgspec.Struct, frozen=True):
-    """One stored event as the log keeps it."""
-
-    topic: str
-    position: int
-    state: msgspec.Raw
-
-
-def rows_of(path: Path) -> list[StoredRow]:
-    return [msgspec.json.decode(line, type=StoredRow) for line in path.read_bytes().splitlines() if line.strip()]
-
-
-FIXTURES = sorted(LOGS.glob("*.jsonl"))
-MAPPER = MsgspecMapper(STORED_EVENT_TYPES)
+FIXTURES = stored_logs()
 
 
 def tag_of(event: msgspec.Struct) -> str:

@@ -7,7 +7,6 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from projections.logs import iso_local, iso_utc
 from projections.visits import (
     UnknownMetaKind,
     VisitIndex,
@@ -17,7 +16,8 @@ from projections.visits import (
     output_view,
     visit_snapshot,
 )
-from tests.unit.builders import RUN_ID, RunLog, fold
+from projections.wire import iso_local, iso_utc
+from tests.unit.builders import RUN_ID, RunLog, fold, wire
 
 
 def index_of(run: RunLog, **kwargs) -> VisitIndex:
@@ -60,7 +60,7 @@ def test_a_failed_visit_keeps_its_error_and_logs_it_last():
     run.stream(a, "status", "压缩上下文中").fail(a, "boom")
     visit = index_of(run).get(a)
     assert (visit.status, visit.error, visit.output) == ("FAILED", "boom", None)
-    assert [(e["type"], e["message"]) for e in visit.logs] == [("STATUS", "压缩上下文中"), ("ERROR", "boom")]
+    assert [(e.type, e.message) for e in visit.logs] == [("STATUS", "压缩上下文中"), ("ERROR", "boom")]
 
 
 def test_a_skipped_visit_has_the_iter_seq_its_event_recorded():
@@ -91,10 +91,10 @@ def test_consecutive_thinking_chunks_become_one_thinking_log_entry():
     run.stream(a, "tool_call", '{"q":1}', "search")
     run.stream(a, "thinking", "然后")
     visit = index_of(run).get(a)
-    assert [(e["type"], e["message"]) for e in visit.logs] == [
+    assert [(e.type, e.message) for e in visit.logs] == [
         ("THINKING", "首先我需要搜索"), ("TOOL_CALL", "search"), ("THINKING", "然后"),
     ]
-    assert visit.logs[0]["timestamp"] == "2026-07-01T08:30:04Z"
+    assert visit.logs[0].timestamp == "2026-07-01T08:30:04Z"
     assert visit.log.thinking() == "首先我需要搜索\n然后"
     assert visit.logs_count == 3
 
@@ -105,7 +105,7 @@ def test_thinking_of_another_visit_does_not_break_coalescing():
     b = run.visit("B")
     run.stream(a, "thinking", "a1").stream(b, "thinking", "b1").stream(a, "thinking", "a2")
     index = index_of(run)
-    assert [e["message"] for e in index.get(a).logs] == ["a1a2"]
+    assert [e.message for e in index.get(a).logs] == ["a1a2"]
 
 
 def test_each_stream_kind_maps_to_its_log_type():
@@ -116,13 +116,13 @@ def test_each_stream_kind_maps_to_its_log_type():
         run.stream(a, kind, f"<{kind}>", "t" if kind.startswith("tool") else None)
     run.ask(a, "clar-1", "哪个版本?", ("v1", "v2"))
     logs = index_of(run).get(a).logs
-    assert [e["type"] for e in logs] == [
+    assert [e.type for e in logs] == [
         "STATUS", "STEP", "TOOL_PROGRESS", "TOOL_CALL", "TOOL_RESULT", "TODO_UPDATE", "CLARIFY_REQUEST",
     ]
-    assert logs[0] == {"type": "STATUS", "message": "<status>", "detail": None, "timestamp": "2026-07-01T08:30:04Z"}
-    assert (logs[3]["message"], logs[3]["detail"]) == ("t", "<tool_call>")
-    assert (logs[5]["message"], logs[5]["detail"]) == ("todo", "<todo_update>")
-    assert json.loads(logs[6]["detail"]) == {"clarify_id": "clar-1", "question": "哪个版本?", "choices": ["v1", "v2"]}
+    assert wire(logs[0]) == {"type": "STATUS", "message": "<status>", "detail": None, "timestamp": "2026-07-01T08:30:04Z"}
+    assert (logs[3].message, logs[3].detail) == ("t", "<tool_call>")
+    assert (logs[5].message, logs[5].detail) == ("todo", "<todo_update>")
+    assert json.loads(str(logs[6].detail)) == {"clarify_id": "clar-1", "question": "哪个版本?", "choices": ["v1", "v2"]}
 
 
 def test_tool_calls_and_results_are_listed_in_order_with_full_content():
@@ -131,7 +131,7 @@ def test_tool_calls_and_results_are_listed_in_order_with_full_content():
     long_args = "x" * 900
     run.stream(a, "tool_call", long_args, "search").stream(a, "tool_result", "结果摘要", "search")
     run.stream(a, "tool_progress", "{}", "search").stream(a, "tool_call", "{x:2}", "calc")
-    assert index_of(run).get(a).log.tool_calls() == [
+    assert wire(index_of(run).get(a).log.tool_calls()) == [
         {"tool": "search", "args": long_args}, {"tool": "search", "result": "结果摘要"}, {"tool": "calc", "args": "{x:2}"},
     ]
 
@@ -204,7 +204,7 @@ def test_a_visit_snapshot_is_camel_case_with_logs_as_json_text():
     run = RunLog().created().started()
     a = run.visit("A")
     run.stream(a, "thinking", "想").complete(a, {"r": 1})
-    snap = visit_snapshot(index_of(run).get(a))
+    snap = wire(visit_snapshot(index_of(run).get(a)))
     assert snap["visitUuid"] == a and snap["runId"] == RUN_ID.hex and snap["iterSeq"] == 1
     assert snap["status"] == "SUCCESS" and snap["completedAt"] == "2026-07-01T08:30:05Z"
     assert json.loads(snap["logsJson"]) == [
@@ -227,7 +227,7 @@ def _b_run() -> tuple[RunLog, str, str]:
 
 def test_the_output_view_returns_the_whole_data_of_the_last_visit_by_default():
     run, _, b2 = _b_run()
-    assert output_view(index_of(run), "B") == {
+    assert wire(output_view(index_of(run), "B")) == {
         "nodeId": "B", "iterSeq": 2, "visitUuid": b2, "status": 200, "message": "调用成功",
         "data": {"result": "again"}, "requestedField": None,
     }
@@ -235,11 +235,11 @@ def test_the_output_view_returns_the_whole_data_of_the_last_visit_by_default():
 
 def test_the_output_view_returns_one_field_of_the_chosen_visit():
     run, b1, _ = _b_run()
-    assert output_view(index_of(run), "B", "result", 1) == {
+    assert wire(output_view(index_of(run), "B", "result", 1)) == {
         "nodeId": "B", "iterSeq": 1, "visitUuid": b1, "status": 200, "message": "调用成功",
         "data": "hello", "requestedField": "result",
     }
-    assert output_view(index_of(run), "B", "missing", 1)["data"] is None
+    assert output_view(index_of(run), "B", "missing", 1).data is None
 
 
 def test_the_output_view_of_an_unknown_node_raises_visit_not_found():
@@ -252,16 +252,16 @@ def test_the_meta_view_gives_thinking_tool_calls_or_todo_by_kind():
     run, b1, b2 = _b_run()
     index = index_of(run)
     ref = {"nodeId": "B", "iterSeq": 1, "visitUuid": b1}
-    assert meta_view(index, None, "B", "THINKING", 1) == {**ref, "thinking": "第一步\n第二步"}
-    assert meta_view(index, b1, None, "TOOL_CALLS") == {**ref, "toolCalls": [{"tool": "search", "args": "{q:1}"}]}
-    assert meta_view(index, None, "B", "TODO") == {
+    assert wire(meta_view(index, None, "B", "THINKING", 1)) == {**ref, "thinking": "第一步\n第二步"}
+    assert wire(meta_view(index, b1, None, "TOOL_CALLS")) == {**ref, "toolCalls": [{"tool": "search", "args": "{q:1}"}]}
+    assert wire(meta_view(index, None, "B", "TODO")) == {
         "nodeId": "B", "iterSeq": 2, "visitUuid": b2, "todoList": [{"text": "任务A", "status": "completed"}],
     }
 
 
 def test_the_meta_view_of_kind_all_includes_the_raw_logs_and_is_the_default():
     run, b1, _ = _b_run()
-    body = meta_view(index_of(run), b1, "ignored", None)
+    body = wire(meta_view(index_of(run), b1, "ignored", None))
     assert set(body) == {"nodeId", "iterSeq", "visitUuid", "thinking", "toolCalls", "todoList", "logs"}
     assert [e["type"] for e in body["logs"]] == ["THINKING", "TOOL_CALL", "THINKING"]
     assert body["todoList"] == []
@@ -281,6 +281,6 @@ def test_the_meta_view_refuses_unknown_kinds_and_missing_visits():
 def test_node_logs_are_the_logs_of_every_visit_of_the_node_in_order():
     run, _, _ = _b_run()
     index = index_of(run)
-    assert [e["type"] for e in node_logs(index, "B")] == ["THINKING", "TOOL_CALL", "THINKING", "TODO_UPDATE"]
+    assert [e.type for e in node_logs(index, "B")] == ["THINKING", "TOOL_CALL", "THINKING", "TODO_UPDATE"]
     with pytest.raises(VisitNotFound):
         node_logs(index, "Z")

@@ -16,8 +16,8 @@ def test_reading_a_log_between_additions_shows_grown_thinking_and_new_entries():
     log.add_stream("thinking", "think.", None, AT)
     log.add_stream("tool_call", '{"q":1}', "search", AT)
     again = log.entries()
-    assert [e["message"] for e in first] == ["Let me "]
-    assert [(e["type"], e["message"], e["detail"]) for e in again] == [
+    assert [e.message for e in first] == ["Let me "]
+    assert [(e.type, e.message, e.detail) for e in again] == [
         ("THINKING", "Let me think.", None), ("TOOL_CALL", "search", '{"q":1}'),
     ]
     fresh = VisitLog()
