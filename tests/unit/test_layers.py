@@ -1,9 +1,7 @@
 """The layers keep their order: every import of our code, wherever it stands, obeys the house rules.
 
 Imports are read with `ast`, wherever they stand: module level, inside functions, under
-`if TYPE_CHECKING:`, inside `try:` blocks. `KNOWN_VIOLATIONS` lists the imports that break a
-rule today, as (importing module, imported module). It may only shrink: an entry whose
-import is gone, or no longer breaks a rule, fails `test_every_known_violation_still_occurs`.
+`if TYPE_CHECKING:`, inside `try:` blocks. No import is excused.
 """
 
 from __future__ import annotations
@@ -20,10 +18,6 @@ ROOT = Path(__file__).resolve().parents[2]
 LAYERS = ("domain", "projections", "engine", "api", "scripts")
 COMPOSITION_ROOT = "engine.bootstrap"
 
-KNOWN_VIOLATIONS: frozenset[tuple[str, str]] = frozenset({
-})
-
-
 @dataclass(frozen=True)
 class Import:
     """One imported module, where the importing module names it."""
@@ -32,11 +26,6 @@ class Import:
     target: str
     path: Path
     line: int
-
-    @property
-    def edge(self) -> tuple[str, str]:
-        """(importing module, imported module), the form of `KNOWN_VIOLATIONS`."""
-        return self.importer, self.target
 
     def __str__(self) -> str:
         return f"{self.path.relative_to(ROOT)}:{self.line}: {self.importer} imports {self.target}"
@@ -150,8 +139,8 @@ RULES = (
 
 
 def assert_kept(rule: Rule) -> None:
-    """No import breaks the rule but the known ones; each offender is named with its file and line."""
-    found = [found for found in rule.breaking() if found.edge not in KNOWN_VIOLATIONS]
+    """No import breaks the rule; each offender is named with its file and line."""
+    found = rule.breaking()
     assert not found, f"{rule.says}, but:\n" + "\n".join(f"  {item}" for item in found)
 
 
@@ -192,11 +181,11 @@ def test_execution_reaches_the_context_tools_only_through_its_ports():
 Graph = dict[str, dict[str, Import]]
 
 
-def module_graph(leaving_out: frozenset[tuple[str, str]] = frozenset()) -> Graph:
+def module_graph() -> Graph:
     """Module -> module of ours it imports -> the first such import, counting every kind of import."""
     graph: Graph = defaultdict(dict)
     for found in every_import():
-        if found.target in our_modules() and found.edge not in leaving_out:
+        if found.target in our_modules():
             graph[found.importer].setdefault(found.target, found)
     return graph
 
@@ -243,25 +232,8 @@ def describe(cycle: list[Import]) -> str:
 
 
 def test_our_modules_import_one_another_without_a_cycle():
-    cycle = some_cycle(module_graph(leaving_out=KNOWN_VIOLATIONS))
+    cycle = some_cycle(module_graph())
     assert not cycle, "our modules import one another in a cycle: " + describe(cycle)
-
-
-# -- the known violations may only shrink ---------------------------------------------------
-
-
-def still_occurs(edge: tuple[str, str]) -> bool:
-    """True while the import breaks a rule, or the cycles cannot be broken without leaving it out."""
-    if any(found.edge == edge for rule in RULES for found in rule.breaking()):
-        return True
-    graph = module_graph(leaving_out=KNOWN_VIOLATIONS - {edge})
-    found = graph.get(edge[0], {}).get(edge[1])
-    return found is not None and bool(cycle_closed_by(graph, found))
-
-
-def test_every_known_violation_still_occurs():
-    gone = sorted(edge for edge in KNOWN_VIOLATIONS if not still_occurs(edge))
-    assert not gone, "remove from KNOWN_VIOLATIONS, they are fixed: " + ", ".join(f"{a} -> {b}" for a, b in gone)
 
 
 def test_imports_in_functions_type_checking_blocks_and_try_blocks_are_seen(tmp_path):
