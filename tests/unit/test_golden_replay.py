@@ -56,20 +56,19 @@ def test_a_live_client_receives_the_recorded_bytes(name):
 
 @pytest.mark.parametrize("name", LOG_NAMES)
 def test_snapshots_and_filtered_replays_send_the_recorded_bytes(name):
-    expected = read_sections(LOGS / f"{name}.frames.sse")
-    actual = dict(frame_sections(stored_events(name)))
-    assert list(actual) == list(expected)
-    for label, frames in expected.items():
-        assert actual[label] == frames, label
+    assert_same_sections(read_sections(LOGS / f"{name}.frames.sse"), dict(frame_sections(stored_events(name))))
 
 
 @pytest.mark.parametrize("name", LOG_NAMES)
 def test_run_views_node_logs_and_context_answers_send_the_recorded_bytes(name):
-    expected = read_views(LOGS / f"{name}.views.jsonl")
-    actual = dict(view_sections(stored_events(name)))
+    assert_same_sections(read_views(LOGS / f"{name}.views.jsonl"), dict(view_sections(stored_events(name))))
+
+
+def assert_same_sections(expected: dict[str, bytes], actual: dict[str, bytes]) -> None:
+    """The same labelled sections, in the same order, byte for byte (the failing label is named)."""
     assert list(actual) == list(expected)
-    for label, body in expected.items():
-        assert actual[label] == body, label
+    for label, recorded in expected.items():
+        assert actual[label] == recorded, label
 
 
 def payload_type(event: str, data: bytes) -> type[Any]:
