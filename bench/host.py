@@ -4,7 +4,8 @@ The server is built exactly as `flowtrail serve` builds it (FLOWTRAIL_* variable
 uvloop, httptools); the command channel on stdin/stdout drives runs through RunService and
 RunWriter in the server's own event loop (SQLite's live path is in-process). With
 `--no-serve` it is a writer only, appending to PostgreSQL from another process (the server's
-live tail delivers).
+live tail delivers); it tunes its collector as a server does at start-up, since in production
+that other writer is another flowtrail server.
 
 The host records, for each event of a watched run, the wall-clock time at which the writer's
 save returned (`SaveRecorder`), so a frame's delay is `arrival - saved[id]` (bench/frames.py).
@@ -268,7 +269,7 @@ async def host_main(serve: bool) -> None:
     """The flowtrail server from FLOWTRAIL_* (as `flowtrail serve`), with the command channel."""
     service = Service(Settings.from_env())
     commands = HostCommands(service)
-    hosting = service.serving() if serve else service.running(tune_gc=False)
+    hosting = service.serving() if serve else service.running()
     async with hosting:
         await serve_commands(
             commands.handlers(),

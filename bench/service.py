@@ -47,12 +47,11 @@ class Service:
         self._services = build_services(settings, encode_frame=encode_frame)
 
     @asynccontextmanager
-    async def running(self, *, tune_gc: bool = True) -> AsyncIterator[Service]:
-        """Started without HTTP (collector tuned as the server does at start-up, unless told not to); closed on exit."""
+    async def running(self) -> AsyncIterator[Service]:
+        """Started without HTTP, the collector tuned as the server does at start-up; closed on exit."""
         try:
             await self._services.start()
-            if tune_gc:
-                tune_collector()
+            tune_collector()
             yield self
         finally:
             await self._services.close()
