@@ -100,7 +100,7 @@ async def zip_chunks(base: Path) -> AsyncIterator[bytes]:
                 return
             if isinstance(item, BaseException):
                 raise item
-            yield item  # type: ignore[misc]
+            yield item  # type: ignore[misc]  # the queue holds chunks, the end marker and errors; only chunks get here
     finally:
         stop.set()
 

@@ -187,10 +187,10 @@ class RunController(Controller):
         hot = await runs.hot(creation.run_id)
         if not body.request.run_async:
             answer = await start_and_stream(require_engine(optional_engine), runs, settings, hot, creation, last_event_id)
-            return answer  # type: ignore[return-value]
+            return answer  # type: ignore[return-value]  # the blocking form answers with the stream; OpenAPI documents both
         status = 200 if creation.replayed else 201
         headers = {"Idempotent-Replayed": "true"} if creation.replayed else {}
-        return Response(ok(created_view(hot.summary)), status_code=status, headers=headers)  # type: ignore[return-value]
+        return Response(ok(created_view(hot.summary)), status_code=status, headers=headers)  # type: ignore[return-value]  # 201 or 200 with the same envelope
 
     @post(
         "/{runId:str}/start",

@@ -263,6 +263,6 @@ class LlmHttpError(LlmError):
         return self.status >= 500
 
     @property
-    def retryable(self) -> bool:  # type: ignore[override]
+    def retryable(self) -> bool:  # type: ignore[override]  # a property where the base has a field
         """Server errors, 408 and 429 are worth retrying; other client errors are not."""
         return self.is_server_error or self.status in (408, 429)

@@ -49,8 +49,8 @@ class EventStore:
         if location.kind == "postgres":
             ensure_schema(location)
         self.app = FlowtrailApplication(env=library_env(location))
-        self.mapper: MsgspecMapper = self.app.mapper  # type: ignore[assignment]
-        self.events_table: str = self.app.recorder.events_table_name  # type: ignore[attr-defined]
+        self.mapper: MsgspecMapper = self.app.mapper  # type: ignore[assignment]  # construct_mapper made it ours
+        self.events_table: str = self.app.recorder.events_table_name  # type: ignore[attr-defined]  # both recorders have it; the base type does not say
 
     def append_to_stream(self, events: Sequence[Any]) -> list[int]:
         """Append events at their streams' positions (all or none); returns their notification ids.

@@ -18,7 +18,7 @@ class MsgspecMapper(Mapper):
     """Encodes events as JSON with msgspec; decodes by tag through one long-lived decoder."""
 
     def __init__(self, event_types: Sequence[type[msgspec.Struct]]) -> None:
-        super().__init__(transcoder=None)  # type: ignore[arg-type]
+        super().__init__(transcoder=None)  # type: ignore[arg-type]  # msgspec encodes; the library's transcoder is unused
         self.encoder = msgspec.json.Encoder()
         self.decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder(reduce(operator.or_, event_types))
         self.tags = {t: str(t.__struct_config__.tag) for t in event_types}
