@@ -11,13 +11,15 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from functools import partial
 from typing import Any
 from uuid import UUID, uuid4
 
 from domain import run as decide
 from domain.errors import IllegalTransition
-from domain.run import RunStatus
+from domain.events import RunEvent, VisitSkipped
+from domain.run import Run, RunStatus
 from domain.workflow import NodeDefinition, WorkflowDefinition, node_by_id
 from engine.clock import utcnow
 from engine.execution.errors import (
@@ -46,6 +48,7 @@ from engine.execution.tools import is_idempotent
 from engine.execution.visit import VisitContext
 from engine.llm import LlmCancelled, LlmError, ModelRegistry
 from engine.settings import EngineSettings
+from engine.streams.writer import Decision
 from engine.workspace.directory import Workspace
 
 logger = logging.getLogger("flowtrail.engine")
@@ -101,7 +104,7 @@ class RunSession:
             raise RunFailure(f"workflow {self.defn.name!r} has no node {node_id!r}")
         return node
 
-    async def decide(self, *decisions: Any) -> list[Any]:
+    async def decide(self, *decisions: Decision) -> list[RunEvent]:
         """Append decisions in one transaction and fold them into the progress."""
         events = await self.journal.decide(*decisions)
         for event in events:
@@ -162,9 +165,9 @@ class RunSession:
         else:
             await self.decide(*self._close_open("cancelled: the run was cancelled"), decide.cancel_run)
 
-    def _close_open(self, error: str) -> list[Any]:
+    def _close_open(self, error: str) -> list[Decision]:
         """Decisions that fail (and record) every open visit; a paused run's waiting visit is abandoned."""
-        decisions: list[Any] = []
+        decisions: list[Decision] = []
         paused = self.journal.run.status is RunStatus.PAUSED
         for visit_uuid in sorted(self.journal.run.open_visits):
             node_id = self.progress.visits[visit_uuid].node_id
@@ -193,7 +196,7 @@ class RunSession:
 
     async def skip(self, skips: list[Skip]) -> None:
         """Record nodes a branch condition excluded, each as a skipped (and recorded) visit."""
-        decisions: list[Any] = []
+        decisions: list[Decision] = []
         for item in skips:
             node, visit_uuid = self.node(item.node_id), str(uuid4())
             decisions.append(partial(_skip, visit_uuid=visit_uuid, node=node, iter_seq=item.iter_seq, reason=item.reason))
@@ -301,7 +304,7 @@ class RunSession:
             return None
 
 
-def _skip(run: Any, at: Any, *, visit_uuid: str, node: NodeDefinition, iter_seq: int, reason: str) -> Any:
+def _skip(run: Run, at: datetime, *, visit_uuid: str, node: NodeDefinition, iter_seq: int, reason: str) -> VisitSkipped:
     return decide.skip_visit(
         run, at, visit_uuid=visit_uuid, node_id=node.id, node_type=node.type, node_label=node.label or node.id,
         iter_seq=iter_seq, sort_order=run.visit_count + 1, reason=reason,

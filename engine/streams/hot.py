@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -42,7 +42,7 @@ class HotRun:
         self._topics: dict[Topic, Topic] = {}
         self.dropped_upto = 0
         self.terminal_id: int | None = None
-        self.pending: dict[int, Any] = {}
+        self.pending: dict[int, RunEvent] = {}
         self.complete = False
         self.first_page = asyncio.Event()
         self.store_last = 0
@@ -61,7 +61,7 @@ class HotRun:
         """The newest position known here: applied, or seen in the log when a load began."""
         return max(self.version, self.store_last)
 
-    def offer(self, events: Iterable[Any]) -> bool:
+    def offer(self, events: Iterable[RunEvent]) -> bool:
         """Apply new events in order; returns True when a gap is waiting to be filled."""
         for event in events:
             if event.originator_version > self.version:
@@ -74,7 +74,7 @@ class HotRun:
             self._notify()
         return bool(self.pending)
 
-    def _apply(self, event: Any) -> None:
+    def _apply(self, event: RunEvent) -> None:
         self.version = event.originator_version
         self.summary.apply(event)
         pending = self.sse.apply_deferring(event)
@@ -137,20 +137,20 @@ class HotRun:
         return self._changed
 
 
-def _by_run(events: list[Any]) -> dict[UUID, list[Any]]:
+def _by_run(events: Sequence[RunEvent]) -> Mapping[UUID, Sequence[RunEvent]]:
     """Events grouped by run, each group in order (a writer's batch is one run: one lookup)."""
     if not events:
         return {}
     first = events[0].originator_id
     if all(event.originator_id is first for event in events):
         return {first: events}
-    grouped: dict[UUID, list[Any]] = {}
+    grouped: dict[UUID, list[RunEvent]] = {}
     for event in events:
         grouped.setdefault(event.originator_id, []).append(event)
     return grouped
 
 
-Reader = Callable[[UUID, int, "int | None"], Awaitable[list[Any]]]
+Reader = Callable[[UUID, int, "int | None"], Awaitable[list[RunEvent]]]
 LastPosition = Callable[[UUID], Awaitable[int]]
 FIRST_PAGE = 200
 LOAD_PAGE = 2000
@@ -189,7 +189,7 @@ class LiveHub:
         self.runs[run_id] = hot
         return hot
 
-    def publish(self, events: list[Any]) -> None:
+    def publish(self, events: Sequence[RunEvent]) -> None:
         """Offer newly stored events to the hot runs they belong to."""
         for run_id, run_events in _by_run(events).items():
             hot = self.runs.get(run_id)

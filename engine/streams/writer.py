@@ -10,9 +10,8 @@ the next starts only after it succeeded, so positions never skip.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
 
 from domain import events as ev
 from domain.run import Run, StreamPiece, check_stream_chunk, evolve, evolve_all, stream_chunks
@@ -128,7 +127,7 @@ class RunWriter:
             await self._settle()
             self._start_append(*self._take_buffer())
 
-    def _start_append(self, events: list[Any], run: Run) -> None:
+    def _start_append(self, events: Sequence[ev.RunEvent], run: Run) -> None:
         """Append in a task of its own: a caller that is cancelled never cuts an append short,
         so the state always matches the log."""
         if events:
@@ -153,7 +152,7 @@ class RunWriter:
         events = stream_chunks(self.run, [c.piece() if isinstance(c, _Chunk) else c for c in chunks])
         return events, evolve_all(self.run, events)
 
-    async def _append(self, events: list[Any], run: Run) -> None:
+    async def _append(self, events: Sequence[ev.RunEvent], run: Run) -> None:
         """Append the events, then take `run` (their fold) as the state and publish them."""
         if not events:
             return
