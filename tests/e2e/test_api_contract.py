@@ -431,6 +431,15 @@ async def test_a_resume_of_a_finished_run_is_run_already_finished(api, client):
     assert await log_end(api.services) == before
 
 
+async def test_a_resume_once_a_cancel_was_requested_is_run_already_finished_and_appends_nothing(api, client):
+    run_id, _ = await asked(api, client)
+    await client.post(f"{BASE}/{run_id}/cancel")
+    before = await log_end(api.services)
+    response = await client.post(f"/api/v1/runs/{run_id}/resume", json={"clarifyId": "clar-5678", "answer": "v2.0"})
+    assert "being cancelled" in error_of(response, 410, "RUN_ALREADY_FINISHED")
+    assert await log_end(api.services) == before
+
+
 # --- cancel -----------------------------------------------------------------------------
 
 
