@@ -160,7 +160,11 @@ async def test_starting_a_finished_run_is_still_run_already_started(api, client)
 
 async def test_starting_a_run_cancelled_before_it_started_is_run_already_finished(api, client):
     run_id = await create(client)
-    await client.post(f"{BASE}/{run_id}/cancel")
+    cancel = (await client.post(f"{BASE}/{run_id}/cancel")).json()["data"]
+    assert (cancel["status"], cancel["cancelRequested"], cancel["cancelled"]) == ("CREATED", True, False)
+    read = (await client.get(f"{BASE}/{run_id}")).json()["data"]
+    assert (read["status"], read["startedAt"], read["cancelRequested"]) == ("CREATED", None, True)
+    assert (await client.get(f"/api/v1/runs/{run_id}/state")).json()["data"]["status"] == "CREATED"
     error_of(await client.post(f"{BASE}/{run_id}/start"), 410, "RUN_ALREADY_FINISHED")
     await confirm_cancel(api.services, UUID(run_id))
     error_of(await client.post(f"{BASE}/{run_id}/start"), 410, "RUN_ALREADY_FINISHED")

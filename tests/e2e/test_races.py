@@ -1,9 +1,9 @@
 """Two requests at the same moment, through real HTTP with the real engine: the answers agree with the log.
 
-Each test repeats its race many times on each store. Before the fixes the first race went the
-wrong way in about 3 to 5 tries of 10, the others at least as often; the counts below make
-missing such a bug by chance less likely than one in a thousand, and keep each test within
-seconds (every try is bounded by `asyncio.timeout`).
+Each test repeats its race many times on each store, sending the two requests one first and
+the other first in turn, so that each side wins in about half the tries (measured: the one
+sent first wins). Each count below says why it is enough to have caught the bug it guards;
+every try is bounded by `asyncio.timeout`, and each test takes a few seconds.
 """
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ async def finished(client: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
         await asyncio.sleep(0.01)
 
 
-# 20 tries a store: the bug showed in 3 of 10 tries or more, so all 20 missing it has odds 0.7**20 < 0.001.
+# 20 tries a store: the audit saw the bug in 3 to 5 tries of 10 (0.7**20 < 0.001 to miss it in all 20); here
+# the cancel is sent first in 10 of them, and before the fix every one of those was accepted after the cancel.
 ANSWER_TRIES = 20
 
 
@@ -89,7 +90,8 @@ async def test_an_answer_racing_a_cancel_is_taken_only_before_the_cancel_request
                 assert "cancel" in body["message"] and "ClarifyAnswered" not in log, log
 
 
-# 30 tries a store: with the start and the cancel gathered, each wins about half the time.
+# 30 tries a store: the cancel is sent first in 15 of them and wins each (measured), so the guard is
+# asked about a run whose cancel came first 15 times; with the old guard (409) put back, this test fails.
 START_TRIES = 30
 
 
@@ -109,3 +111,35 @@ async def test_a_start_racing_the_cancel_of_a_created_run_is_refused_as_never_st
             else:
                 assert (start.status_code, start.json()["code"]) == (410, "RUN_ALREADY_FINISHED"), start.text
                 assert "RunStarted" not in log, log
+
+
+async def reads_until_finished(client: httpx.AsyncClient, run_id: str) -> list[dict[str, Any]]:
+    """GET state and GET run, in turn, until the run has finished; every answer's data."""
+    reads: list[dict[str, Any]] = []
+    while not reads or reads[-1]["status"] not in ("SUCCESS", "FAILED"):
+        state = (await client.get(f"/api/v1/runs/{run_id}/state")).json()["data"]
+        run = (await client.get(f"{CLARIFY}/{run_id}")).json()["data"]
+        reads += [state, run]
+    return reads
+
+
+# 30 tries a store: the cancel answer itself falls between the request and its confirmation (before
+# the fix it read RUNNING in every try), and the reads polled alongside landed there in every try measured.
+READ_TRIES = 30
+
+
+async def test_a_created_run_reads_created_and_cancel_requested_until_its_cancel_is_confirmed(demo_server):
+    async with demo_server.client() as client:
+        for _ in range(READ_TRIES):
+            async with asyncio.timeout(TRY_SECONDS):
+                run_id = await created_run(client)
+                cancel, reads = await asyncio.gather(
+                    client.post(f"{CLARIFY}/{run_id}/cancel"), reads_until_finished(client, run_id),
+                )
+                log = await tags(demo_server, run_id)
+            answer = cancel.json()["data"]
+            assert log == ["RunCreated", "RunCancelRequested", "RunCancelled"], log
+            assert (answer["status"], answer["cancelRequested"]) in (("CREATED", True), ("FAILED", True)), answer
+            assert answer["cancelled"] is (answer["status"] == "FAILED"), answer
+            assert all(read["status"] in ("CREATED", "FAILED") for read in reads), reads
+            assert all(read["startedAt"] is None for read in reads if "startedAt" in read), reads
