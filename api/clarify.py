@@ -1,10 +1,11 @@
 """/api/v1/runs/{runId}/resume and /state: the AskFor contract (no workflow segment; runIds are global).
 
 Checks, in order: 400 malformed runId or body; 404 RUN_NOT_FOUND (absent or outside the
-key's scope); then the domain's own guard, `domain.run.check_answerable` (decision 10):
+key's scope); then the domain's own guard, `domain.run.check_answerable` (decisions 10, 16):
 409 CLARIFY_ALREADY_ANSWERED (the clarifyId was answered before: idempotent success, the
-first answer stands); 410 RUN_ALREADY_FINISHED; 404 CLARIFY_NOT_FOUND (not asked in this
-run, or the run has not started).
+first answer stands); 410 RUN_ALREADY_FINISHED (finished, or a cancel was requested); 404
+CLARIFY_NOT_FOUND (the run is not waiting on that question). The engine checks again under
+the run's lock, so an answer and a cancel cannot interleave.
 """
 
 from __future__ import annotations

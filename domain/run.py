@@ -242,21 +242,27 @@ def request_clarify(
 
 
 def check_answerable(run: Run, clarify_id: str) -> None:
-    """Refuse an answer: ClarifyAlreadyAnswered, then RunAlreadyFinished, then ClarifyNotFound (decision 10)."""
+    """Refuse an answer: ClarifyAlreadyAnswered, then RunAlreadyFinished (also while a cancel is pending), then ClarifyNotFound (decisions 10, 16)."""
     if clarify_id in run.answered_clarify_ids:
         raise ClarifyAlreadyAnswered(
             f"clarify {clarify_id[:128]} was already answered; the first answer stands",
             run_id=run.id.hex, clarify_id=clarify_id,
         )
     _check_not_finished(run, "answer a question")
-    if clarify_id not in run.asked_clarify_ids:
+    if run.cancel_requested:
+        raise RunAlreadyFinished(
+            f"run {run.id.hex} is being cancelled; its question can no longer be answered",
+            run_id=run.id.hex, status=run.status.value,
+        )
+    pending = run.pending_clarify
+    if pending is None or pending.clarify_id != clarify_id:
         raise ClarifyNotFound(
-            f"run {run.id.hex} has no question {clarify_id[:128]!r}", run_id=run.id.hex, clarify_id=clarify_id
+            f"run {run.id.hex} is not waiting on a question {clarify_id[:128]!r}", run_id=run.id.hex, clarify_id=clarify_id
         )
 
 
 def answer_clarify(run: Run, at: datetime, *, clarify_id: str, answer: str) -> ev.ClarifyAnswered:
-    """Answer the pending question; a repeat answer is refused as already answered."""
+    """Answer the question the run waits on; refused once a cancel was requested, a repeat as already answered."""
     check_answerable(run, clarify_id)
     return ev.ClarifyAnswered(**_next(run, at), clarify_id=clarify_id, answer=answer)
 

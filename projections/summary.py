@@ -25,6 +25,14 @@ EXTERNAL_STATUS: dict[RunStatus, RunStatusName] = {
     RunStatus.FAILED: "FAILED",
     RunStatus.CANCELLED: "FAILED",
 }
+"""The external status of each domain status; a run never started reads CREATED until it finishes (decision 16)."""
+
+
+def external_status_of(run: Run | None) -> RunStatusName:
+    """The external status of a run: CREATED until it starts or finishes (a pending cancel included), then the table's."""
+    if run is None or (not run.started and not run.status.is_terminal):
+        return "CREATED"
+    return EXTERNAL_STATUS[run.status]
 
 
 class RunSummary:
@@ -74,8 +82,8 @@ class RunSummary:
 
     @property
     def external_status(self) -> RunStatusName:
-        """The external API status: CREATED, RUNNING, SUCCESS or FAILED."""
-        return EXTERNAL_STATUS[self.status]
+        """The external API status: CREATED, RUNNING, SUCCESS or FAILED (`external_status_of`)."""
+        return external_status_of(self._run)
 
     @property
     def cancel_requested(self) -> bool:

@@ -160,7 +160,11 @@ async def test_starting_a_finished_run_is_still_run_already_started(api, client)
 
 async def test_starting_a_run_cancelled_before_it_started_is_run_already_finished(api, client):
     run_id = await create(client)
-    await client.post(f"{BASE}/{run_id}/cancel")
+    cancel = (await client.post(f"{BASE}/{run_id}/cancel")).json()["data"]
+    assert (cancel["status"], cancel["cancelRequested"], cancel["cancelled"]) == ("CREATED", True, False)
+    read = (await client.get(f"{BASE}/{run_id}")).json()["data"]
+    assert (read["status"], read["startedAt"], read["cancelRequested"]) == ("CREATED", None, True)
+    assert (await client.get(f"/api/v1/runs/{run_id}/state")).json()["data"]["status"] == "CREATED"
     error_of(await client.post(f"{BASE}/{run_id}/start"), 410, "RUN_ALREADY_FINISHED")
     await confirm_cancel(api.services, UUID(run_id))
     error_of(await client.post(f"{BASE}/{run_id}/start"), 410, "RUN_ALREADY_FINISHED")
@@ -428,6 +432,15 @@ async def test_a_resume_of_a_finished_run_is_run_already_finished(api, client):
     before = await log_end(api.services)
     error_of(await client.post(f"/api/v1/runs/{run_id}/resume", json={"clarifyId": "clar-5678", "answer": "a"}),
              410, "RUN_ALREADY_FINISHED")
+    assert await log_end(api.services) == before
+
+
+async def test_a_resume_once_a_cancel_was_requested_is_run_already_finished_and_appends_nothing(api, client):
+    run_id, _ = await asked(api, client)
+    await client.post(f"{BASE}/{run_id}/cancel")
+    before = await log_end(api.services)
+    response = await client.post(f"/api/v1/runs/{run_id}/resume", json={"clarifyId": "clar-5678", "answer": "v2.0"})
+    assert "being cancelled" in error_of(response, 410, "RUN_ALREADY_FINISHED")
     assert await log_end(api.services) == before
 
 

@@ -131,6 +131,24 @@ def test_a_start_of_a_run_cancelled_before_it_was_started_is_already_finished():
             r.start_run(run, AT)
 
 
+def paused():
+    return apply(with_visit(running()), lambda s, at: r.request_clarify(s, at, clarify_id="c1", visit_uuid="v1",
+                                                                        node_id="n", question="Which?"))
+
+
+def test_an_answer_once_a_cancel_was_requested_is_refused_as_the_run_will_not_go_on():
+    with pytest.raises(RunAlreadyFinished, match="is being cancelled"):
+        r.answer_clarify(apply(paused(), r.request_cancel), AT, clarify_id="c1", answer="a")
+
+
+def test_an_answer_is_taken_only_for_the_question_the_run_waits_on():
+    run = apply(paused(), lambda s, at: r.answer_clarify(s, at, clarify_id="c1", answer="a"))
+    for waiting_on_nothing, clarify_id in ((running(), "c1"), (paused(), "c2")):
+        with pytest.raises(ClarifyNotFound):
+            r.check_answerable(waiting_on_nothing, clarify_id)
+    assert run.answered_clarify_ids == {"c1"}
+
+
 def answered_then_failed():
     run = with_visit(running())
     return apply(run, lambda s, at: r.request_clarify(s, at, clarify_id="c1", visit_uuid="v1", node_id="n",

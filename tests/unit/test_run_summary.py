@@ -64,6 +64,14 @@ def test_a_cancel_request_keeps_the_run_running_until_it_is_cancelled():
     assert summary.error == "cancelled: user" and summary.as_dict()["completedAt"] == "2026-07-01T08:30:04Z"
 
 
+def test_a_run_asked_to_cancel_before_it_started_reads_created_until_it_is_cancelled():
+    run = RunLog().created().request_cancel()
+    summary = summarize(run.events)
+    assert (summary.external_status, summary.cancel_requested, summary.started_at) == ("CREATED", True, None)
+    assert summary.state_view()["status"] == "CREATED" and summary.as_dict()["status"] == "CREATED"
+    assert summarize(run.cancel().events).external_status == "FAILED"
+
+
 def test_an_answer_after_a_cancel_request_leaves_the_run_cancel_requested():
     run = RunLog().created().started()
     a = run.visit("A")
