@@ -5,13 +5,17 @@ Each is a 400 in the documented envelope; nothing is appended and no upload fold
 
 from __future__ import annotations
 
-from uuid import UUID
+import json
+from uuid import UUID, uuid4
 
+from api.jsonbody import MAX_JSON_DEPTH
 from tests.support.api import log_end
 
 BASE = "/api/v1/workflows/military-analyze-agent/runs"
 LONG_CJK_NAME = "报" * 86 + ".md"
 """89 characters, 261 bytes in UTF-8: within a count of characters, over the filesystem's 255 bytes."""
+DEEP = "[" * 1000 + "]" * 1000
+"""2 KB of JSON nested 1,000 deep."""
 
 
 def workspace_dirs(api) -> set[str]:
@@ -47,3 +51,36 @@ async def test_a_name_of_exactly_255_bytes_is_accepted(api, client):
     assert response.status_code == 201, response.text
     run_id = UUID(response.json()["data"]["runId"])
     assert (api.services.workspace.path_for(run_id) / name).read_bytes() == b"x"
+
+
+async def test_a_creation_body_nested_a_thousand_deep_is_refused_naming_the_limit(api, client):
+    body = '{"variables": {"topic": ' + DEEP + "}}"
+    send = lambda: client.post(BASE, content=body, headers={"Content-Type": "application/json"})  # noqa: E731
+    await assert_refused(api, send, f"{MAX_JSON_DEPTH} levels")
+
+
+async def test_a_multipart_payload_nested_a_thousand_deep_is_refused(api, client):
+    payload = ('{"variables": {"topic": ' + DEEP + "}}").encode()
+    files = [("payload", (None, payload, "application/json")), ("files", ("a.md", b"x", "text/markdown"))]
+    await assert_refused(api, lambda: client.post(BASE, files=files), f"{MAX_JSON_DEPTH} levels")
+
+
+async def test_a_resume_body_nested_a_thousand_deep_is_refused(api, client):
+    body = '{"clarifyId": "c", "answer": "a", "more": ' + DEEP + "}"
+    send = lambda: client.post(  # noqa: E731
+        f"/api/v1/runs/{uuid4().hex}/resume", content=body, headers={"Content-Type": "application/json"}
+    )
+    await assert_refused(api, send, f"{MAX_JSON_DEPTH} levels")
+
+
+async def test_json_nested_to_the_limit_is_accepted(api, client):
+    nested = "[" * (MAX_JSON_DEPTH - 2) + "]" * (MAX_JSON_DEPTH - 2)
+    body = '{"variables": {"topic": ' + nested + "}}"
+    response = await client.post(BASE, content=body, headers={"Content-Type": "application/json"})
+    assert response.status_code == 201, response.text
+
+
+async def test_strings_that_look_like_brackets_do_not_count_as_nesting(api, client):
+    body = json.dumps({"variables": {"topic": "[" * 1000 + "{" * 1000, "note": '\\"[[['}})
+    response = await client.post(BASE, content=body, headers={"Content-Type": "application/json"})
+    assert response.status_code == 201, response.text
