@@ -30,6 +30,8 @@ EVENT_TYPES = (
     "node_status", "node_stream", "visit_recorded", "planner_decision", "workflow_complete", "workflow_error",
 )
 MAX_FILTER_VALUES = 100
+MAX_EVENT_ID_DIGITS = 19
+"""A Last-Event-ID is a run position: ASCII digits, at most as many as a signed 64-bit integer has (decision 15)."""
 
 
 @dataclass(frozen=True)
@@ -129,8 +131,11 @@ def parse_last_event_id(raw: str | None, last_position: int) -> int:
     if raw is None or raw.strip() == "":
         return 0
     text = raw.strip()
-    if not text.isdigit():
-        raise validation_failed(f"Last-Event-ID must be a non-negative integer, got {text[:32]!r}")
+    if not (text.isascii() and text.isdigit() and len(text) <= MAX_EVENT_ID_DIGITS):
+        raise validation_failed(
+            f"Last-Event-ID must be a non-negative integer of at most {MAX_EVENT_ID_DIGITS} ASCII digits, "
+            f"got {text[:32]!r}"
+        )
     position = int(text)
     if position > last_position:
         raise validation_failed(

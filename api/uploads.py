@@ -80,9 +80,9 @@ def decode_payload(raw: bytes) -> CreateRunRequest:
 
 async def body_chunks(request: Request[Any, Any, Any], limit: int, what: str) -> AsyncIterator[bytes]:
     """The request body as it arrives; 413 as soon as it exceeds `limit` bytes."""
-    announced = request.headers.get("content-length")
-    if announced is not None and announced.strip().isdigit() and int(announced) > limit:
-        raise payload_too_large(f"{what} is {int(announced)} bytes; at most {limit} bytes are accepted")
+    announced = (request.headers.get("content-length") or "").strip()
+    if announced.isascii() and announced.isdigit() and (len(announced) > 19 or int(announced) > limit):
+        raise payload_too_large(f"{what} is {announced[:32]} bytes; at most {limit} bytes are accepted")
     received = 0
     try:
         async for chunk in request.stream():

@@ -8,14 +8,20 @@ from __future__ import annotations
 import json
 from uuid import UUID, uuid4
 
+import pytest
+
 from api.jsonbody import MAX_JSON_DEPTH
-from tests.support.api import log_end
+from tests.support.api import finish, log_end
 
 BASE = "/api/v1/workflows/military-analyze-agent/runs"
+BLOCKING = "/api/v1/workflows/report-pipeline/runs"
 LONG_CJK_NAME = "报" * 86 + ".md"
 """89 characters, 261 bytes in UTF-8: within a count of characters, over the filesystem's 255 bytes."""
 DEEP = "[" * 1000 + "]" * 1000
 """2 KB of JSON nested 1,000 deep."""
+ODD_IDS = [b"9" * 5000, "²".encode("latin-1"), "1¹²³".encode("latin-1")]
+"""Beyond Python's 4,300-digit int limit, and superscripts (latin-1 in the header; `isdigit` takes them, `int` not)."""
+ODD_ID_NAMES = ["5000-digits", "superscript", "digits-and-superscripts"]
 
 
 def workspace_dirs(api) -> set[str]:
@@ -84,3 +90,23 @@ async def test_strings_that_look_like_brackets_do_not_count_as_nesting(api, clie
     body = json.dumps({"variables": {"topic": "[" * 1000 + "{" * 1000, "note": '\\"[[['}})
     response = await client.post(BASE, content=body, headers={"Content-Type": "application/json"})
     assert response.status_code == 201, response.text
+
+
+@pytest.mark.parametrize("value", ODD_IDS, ids=ODD_ID_NAMES)
+async def test_a_last_event_id_that_is_not_ascii_digits_or_too_long_is_refused_on_the_stream(api, client, value):
+    run_id = (await client.post(BASE, json={})).json()["data"]["runId"]
+    send = lambda: client.get(f"{BASE}/{run_id}/stream", headers={"Last-Event-ID": value})  # noqa: E731
+    await assert_refused(api, send, "Last-Event-ID")
+
+
+@pytest.mark.parametrize("value", ODD_IDS, ids=ODD_ID_NAMES)
+async def test_a_last_event_id_that_is_not_ascii_digits_is_refused_on_the_blocking_replay(api, client, request, value):
+    key = f"hostile-{request.node.name}"[:200].replace("[", "-").replace("]", "")
+    async with client.stream("POST", BLOCKING, json={"async": False}, headers={"Idempotency-Key": key}) as first:
+        assert first.status_code == 200
+        run_id = first.headers["x-run-id"]
+    await finish(api.services, UUID(run_id))
+    send = lambda: client.post(  # noqa: E731
+        BLOCKING, json={"async": False}, headers={"Idempotency-Key": key, "Last-Event-ID": value}
+    )
+    await assert_refused(api, send, "Last-Event-ID")
