@@ -32,6 +32,11 @@ EVENT_TYPES = (
 MAX_FILTER_VALUES = 100
 MAX_EVENT_ID_DIGITS = 19
 """A Last-Event-ID is a run position: ASCII digits, at most as many as a signed 64-bit integer has (decision 15)."""
+LAST_EVENT_ID = HeaderParameter(
+    name="Last-Event-ID", required=False,
+    description=f"resume strictly after this run position: at most {MAX_EVENT_ID_DIGITS} ASCII digits, "
+    "not beyond the run's last event (else 400 VALIDATION_FAILED)",
+)
 
 
 @dataclass(frozen=True)
@@ -233,7 +238,7 @@ class RunStreamController(Controller):
         run_access: Injected[RunAccess],
         runs: Injected[RunService],
         settings: Injected[Settings],
-        last_event_id: Annotated[str | None, HeaderParameter(name="Last-Event-ID", required=False)] = None,
+        last_event_id: Annotated[str | None, LAST_EVENT_ID] = None,
         snapshot: Annotated[str | None, QueryParameter(
             required=False, description="true: first send a `snapshot` message with the state of every visit "
             "(ignored with Last-Event-ID)")] = None,

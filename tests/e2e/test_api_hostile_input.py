@@ -110,3 +110,12 @@ async def test_a_last_event_id_that_is_not_ascii_digits_is_refused_on_the_blocki
         BLOCKING, json={"async": False}, headers={"Idempotency-Key": key, "Last-Event-ID": value}
     )
     await assert_refused(api, send, "Last-Event-ID")
+
+
+async def test_the_schema_documents_the_last_event_id_rule_where_the_header_is_read(client):
+    schema = (await client.get("/schema/openapi.json")).json()
+    runs = schema["paths"]["/api/v1/workflows/{workflowName}/runs"]
+    stream = schema["paths"]["/api/v1/workflows/{workflowName}/runs/{runId}/stream"]
+    for operation in (runs["post"], stream["get"]):
+        header = next(p for p in operation["parameters"] if p["name"] == "Last-Event-ID")
+        assert "19 ASCII digits" in header["description"]
