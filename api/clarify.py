@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 from litestar import Controller, Request, get, post
 from litestar.di import Provide
 
 from api.dependencies import Injected, RunAccess, parse_run_id, run_by_id
 from api.envelope import Envelope, ok
 from api.errors import validation_failed
+from api.jsonbody import decode_json
 from api.paths import RUN
 from api.schemas import (
     ResumeRequest,
@@ -43,12 +43,7 @@ def decode_resume(raw: bytes) -> ResumeRequest:
     """`{clarifyId, answer}`; a missing or malformed body is a 400."""
     if not raw.strip():
         raise validation_failed("the request body is required: {\"clarifyId\": \"...\", \"answer\": \"...\"}")
-    try:
-        return msgspec.json.decode(raw, type=ResumeRequest)
-    except msgspec.ValidationError as exc:
-        raise validation_failed(f"invalid request: {exc}") from None
-    except msgspec.DecodeError as exc:
-        raise validation_failed(f"the request is not valid JSON: {exc}") from None
+    return decode_json(raw, ResumeRequest)
 
 
 class ClarifyController(Controller):

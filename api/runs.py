@@ -37,7 +37,7 @@ from api.schemas import (
     error_responses,
     inline_schema,
 )
-from api.streams import parse_last_event_id, stream_frames
+from api.streams import LAST_EVENT_ID, parse_last_event_id, stream_frames
 from api.uploads import CreateBody, read_create_body
 from api.views import created_view, run_view, started_view
 from domain.catalogue import WorkflowEntry
@@ -166,7 +166,7 @@ class RunController(Controller):
         settings: Injected[Settings],
         optional_engine: Injected[RunExecutor | None],
         idempotency_key: Annotated[str | None, IDEMPOTENCY_HEADER] = None,
-        last_event_id: Annotated[str | None, HeaderParameter(name="Last-Event-ID", required=False)] = None,
+        last_event_id: Annotated[str | None, LAST_EVENT_ID] = None,
     ) -> Envelope[CreatedRun]:
         """Create a run of the workflow, optionally with files, optionally starting it at once."""
         entry = visible_workflow(catalogue, caller, workflow_name)

@@ -30,6 +30,13 @@ EVENT_TYPES = (
     "node_status", "node_stream", "visit_recorded", "planner_decision", "workflow_complete", "workflow_error",
 )
 MAX_FILTER_VALUES = 100
+MAX_EVENT_ID_DIGITS = 19
+"""A Last-Event-ID is a run position: ASCII digits, at most as many as a signed 64-bit integer has (decision 15)."""
+LAST_EVENT_ID = HeaderParameter(
+    name="Last-Event-ID", required=False,
+    description=f"resume strictly after this run position: at most {MAX_EVENT_ID_DIGITS} ASCII digits, "
+    "not beyond the run's last event (else 400 VALIDATION_FAILED)",
+)
 
 
 @dataclass(frozen=True)
@@ -129,8 +136,11 @@ def parse_last_event_id(raw: str | None, last_position: int) -> int:
     if raw is None or raw.strip() == "":
         return 0
     text = raw.strip()
-    if not text.isdigit():
-        raise validation_failed(f"Last-Event-ID must be a non-negative integer, got {text[:32]!r}")
+    if not (text.isascii() and text.isdigit() and len(text) <= MAX_EVENT_ID_DIGITS):
+        raise validation_failed(
+            f"Last-Event-ID must be a non-negative integer of at most {MAX_EVENT_ID_DIGITS} ASCII digits, "
+            f"got {text[:32]!r}"
+        )
     position = int(text)
     if position > last_position:
         raise validation_failed(
@@ -228,7 +238,7 @@ class RunStreamController(Controller):
         run_access: Injected[RunAccess],
         runs: Injected[RunService],
         settings: Injected[Settings],
-        last_event_id: Annotated[str | None, HeaderParameter(name="Last-Event-ID", required=False)] = None,
+        last_event_id: Annotated[str | None, LAST_EVENT_ID] = None,
         snapshot: Annotated[str | None, QueryParameter(
             required=False, description="true: first send a `snapshot` message with the state of every visit "
             "(ignored with Last-Event-ID)")] = None,

@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import msgspec
 from litestar import Request
 from litestar.exceptions import InternalServerException
 from multipart import MultipartError, MultipartSegment, ParserLimitReached, PushMultipartParser
 
 from api.errors import ApiError, validation_failed
+from api.jsonbody import decode_json
 from api.schemas import CreateRunRequest
 from engine.settings import UploadSettings
 from engine.workspace.directory import safe_relative
@@ -70,12 +70,7 @@ def decode_payload(raw: bytes) -> CreateRunRequest:
     """The JSON request; an empty body means every default."""
     if not raw.strip():
         return CreateRunRequest()
-    try:
-        request = msgspec.json.decode(raw, type=CreateRunRequest)
-    except msgspec.ValidationError as exc:
-        raise validation_failed(f"invalid request: {exc}") from None
-    except msgspec.DecodeError as exc:
-        raise validation_failed(f"the request is not valid JSON: {exc}") from None
+    request = decode_json(raw, CreateRunRequest)
     if RESERVED_VARIABLE in request.variables:
         raise validation_failed(
             f"variables.{RESERVED_VARIABLE} is set by the service from the uploaded files; do not send it"
@@ -85,9 +80,9 @@ def decode_payload(raw: bytes) -> CreateRunRequest:
 
 async def body_chunks(request: Request[Any, Any, Any], limit: int, what: str) -> AsyncIterator[bytes]:
     """The request body as it arrives; 413 as soon as it exceeds `limit` bytes."""
-    announced = request.headers.get("content-length")
-    if announced is not None and announced.strip().isdigit() and int(announced) > limit:
-        raise payload_too_large(f"{what} is {int(announced)} bytes; at most {limit} bytes are accepted")
+    announced = (request.headers.get("content-length") or "").strip()
+    if announced.isascii() and announced.isdigit() and (len(announced) > 19 or int(announced) > limit):
+        raise payload_too_large(f"{what} is {announced[:32]} bytes; at most {limit} bytes are accepted")
     received = 0
     try:
         async for chunk in request.stream():

@@ -10,6 +10,13 @@ from uuid import UUID
 from domain.errors import FlowtrailError
 from engine.workspace.listing import file_names
 
+MAX_NAME_BYTES = 255
+"""A file or directory name may be at most this long in UTF-8, as filesystems count (decision 15)."""
+MAX_PATH_SEGMENTS = 32
+"""A relative path may have at most this many names."""
+MAX_PATH_BYTES = 1024
+"""A whole relative path may be at most this long in UTF-8."""
+
 
 class UnsafePath(FlowtrailError):
     """A relative path that would escape the workspace (or is not relative)."""
@@ -23,8 +30,16 @@ def safe_relative(raw: str) -> str:
     parts = [p for p in PurePosixPath(text).parts if p not in ("", ".")]
     if not parts or any(p == ".." for p in parts):
         raise UnsafePath(f"path {raw[:200]!r} escapes the workspace")
-    if len(parts) > 32 or any(len(p) > 255 for p in parts):
-        raise UnsafePath(f"path {raw[:200]!r} is too deep or too long")
+    if len(parts) > MAX_PATH_SEGMENTS:
+        raise UnsafePath(f"path {raw[:200]!r} has more than {MAX_PATH_SEGMENTS} segments")
+    try:
+        sizes = [len(p.encode("utf-8")) for p in parts]
+    except UnicodeEncodeError:
+        raise UnsafePath(f"path {raw[:200]!r} is not valid Unicode text") from None
+    if max(sizes) > MAX_NAME_BYTES:
+        raise UnsafePath(f"path {raw[:200]!r} has a name over {MAX_NAME_BYTES} bytes in UTF-8")
+    if sum(sizes) + len(sizes) - 1 > MAX_PATH_BYTES:
+        raise UnsafePath(f"path {raw[:200]!r} is over {MAX_PATH_BYTES} bytes in UTF-8")
     return "/".join(parts)
 
 
