@@ -108,6 +108,9 @@ async def test_an_answer_that_never_validates_fails_the_visit_listing_what_is_wr
     failed = of_type(events, ev.VisitFailed)[0]
     assert run.status is RunStatus.FAILED
     assert [s.split("; ")[-1] for s in statuses[:3]] == ["re-formatting (1/1)", "re-running the node (1/1)", "re-formatting (1/1)"]
+    assert statuses[1].startswith("re-format 1/1 answer: output invalid (missing required field(s): title")
+    assert "; node answer: output not valid JSON (answer is not JSON: no JSON object found in 'just prose" in statuses[1]
+    assert failed.error.startswith("node answer: output not valid JSON: answer is not JSON")
     assert "missing required field(s): title" in failed.error and "count (expected number)" in failed.error
     assert failed.output == {"status": 400, "message": failed.error, "data": None}
     assert positions_are_contiguous(events)
