@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 from litestar import Controller, MediaType, Request, Response, post
+from litestar.exceptions import MethodNotAllowedException, NotFoundException
 
 from api.dependencies import Injected
 from api.errors import classify
@@ -73,9 +74,18 @@ def is_loopback(host: str | None) -> bool:
     return address.is_loopback or (mapped is not None and mapped.is_loopback)
 
 
+def is_context_path(path: str) -> bool:
+    """True for the internal API's prefix and every path under it, routed or not."""
+    return path == CONTEXT or path.startswith(f"{CONTEXT}/")
+
+
 def handle_context_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     """Every internal-API error as `{code: <HTTP status>, message, data: null}`; messages never carry a token."""
     status, code, message = classify(exc)
+    if isinstance(exc, NotFoundException):
+        message = NotLoopback().message
+    elif isinstance(exc, MethodNotAllowedException):
+        message = "method not allowed (the context API answers POST)"
     if status >= 500 and code != "CONTEXT_DISABLED":
         logger.exception("context query on %s failed", request.url.path, exc_info=exc)
     return Response(

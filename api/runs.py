@@ -45,6 +45,7 @@ from domain.errors import RunAlreadyFinished, RunAlreadyStarted
 from domain.idempotency import check_key
 from domain.run import check_startable
 from engine.catalogue import Catalogue, WorkflowNotFound
+from engine.context.views import ContextReader
 from engine.execution import RunExecutor
 from engine.runs.creation import Creation, NewRun
 from engine.runs.service import RunService
@@ -216,11 +217,11 @@ class RunController(Controller):
         responses=error_responses(400, 404),
     )
     async def get_run(
-        self, run: Injected[HotRun], workspace: Injected[Workspace],
+        self, run: Injected[HotRun], workspace: Injected[Workspace], context: Injected[ContextReader],
     ) -> Envelope[RunView]:
         """The persisted result of a run, in the seed's shape."""
         files, size = await measure_workspace(workspace.path_for(run.run_id))
-        return ok(run_view(run, files, size))
+        return ok(run_view(run, await context.whole_index(run), files, size))
 
     @get(
         "/{runId:str}/nodes/{nodeId:str}/logs",
@@ -230,10 +231,11 @@ class RunController(Controller):
     )
     async def node_logs(
         self, node_id: NodeIdInPath, run: Injected[HotRun], catalogue: Injected[Catalogue],
+        context: Injected[ContextReader],
     ) -> Envelope[list[LogEntry]]:
         """`{type, message, detail, timestamp}` entries; a node not visited yet has none."""
         try:
-            return ok(node_logs(run.sse.index, node_id))
+            return ok(node_logs(await context.whole_index(run), node_id))
         except VisitNotFound:
             if node_known(catalogue, run, node_id):
                 return ok([])

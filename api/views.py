@@ -8,6 +8,7 @@ from api.paths import API
 from api.schemas import CreatedRun, RunLinks, RunState, RunView, StartedRun, WorkspaceView
 from engine.streams.hot import HotRun
 from projections.summary import RunSummary, node_list
+from projections.visits import VisitIndex
 from projections.wire import iso_utc
 
 
@@ -48,11 +49,11 @@ def started_view(summary: RunSummary) -> StartedRun:
     )
 
 
-def run_view(hot: HotRun, file_count: int, total_bytes: int) -> RunView:
-    """`GET run`: status, times, outputs, nodes and workspace."""
+def run_view(hot: HotRun, index: VisitIndex, file_count: int, total_bytes: int) -> RunView:
+    """`GET run`: status, times, outputs, nodes (from `index`, the run's whole visit index) and workspace."""
     summary = hot.summary
     base = run_path(summary)
-    nodes = node_list(hot.sse.index, logs_url=lambda node_id: f"{base}/nodes/{quote(node_id, safe='')}/logs")
+    nodes = node_list(index, logs_url=lambda node_id: f"{base}/nodes/{quote(node_id, safe='')}/logs")
     return RunView(
         run_id=summary.run_id or "",
         workflow_id=summary.workflow_id or 0,

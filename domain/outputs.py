@@ -271,33 +271,75 @@ def _check(text: str, fields: list[OutputField]) -> tuple[ValidationResult | Non
     return None, "output invalid", describe_failure(result)
 
 
+NODE_ANSWER = "node answer"
+"""How an attempt line names the node's own answer; a re-format's is `re-format k/N answer`."""
+
+Note = Callable[[str], Awaitable[None]]
+Judged = tuple[str, str, str]
+"""Whose answer, its problem in brief, in detail."""
+
+
+def _said(judged: Judged) -> str:
+    label, brief, detail = judged
+    return f"{label}: {brief} ({detail})"
+
+
+async def _reformat_rounds(
+    text: str, fields: list[OutputField], limit: int, reformat: Callable[[str], Awaitable[str]],
+    own: Judged, record: Note,
+) -> tuple[ValidationResult | None, list[Judged]]:
+    """The inner retry on one node answer: the valid result, or None and the last re-format's problem."""
+    judged, tried = own, []
+    for attempt in range(1, limit + 1):
+        await record(f"{_said(judged)}; re-formatting ({attempt}/{limit})")
+        checked, brief, detail = _check(await reformat(build_reformat_prompt(text, fields, [judged[2]])), fields)
+        if checked is not None:
+            await record(f"re-formatted output is valid ({attempt}/{limit})")
+            return checked, []
+        judged = (f"re-format {attempt}/{limit} answer", brief, detail)
+        tried = [judged]
+    return None, tried
+
+
 async def extract_with_retry(
     raw_text: str,
     fields: list[OutputField],
     policy: RetryPolicy,
     reformat: Callable[[str], Awaitable[str]] | None = None,
-    rerun: Callable[[], Awaitable[str]] | None = None,
+    rerun: Callable[[str], Awaitable[str]] | None = None,
+    note: Note | None = None,
 ) -> ExtractionResult:
-    """Seed §4.2: validate; re-format the answer up to N times; then re-run the node up to M times."""
+    """Seed §4.2: validate; re-format the answer up to N times; then re-run the node up to M times.
+
+    Every attempt line (also passed to `note` as it happens) names whose answer it judges, the
+    node's or a re-format's; a re-run is given the problem of the node's own answer, never a
+    re-format's, and the error names both.
+    """
     attempts: list[str] = []
-    text, reruns = raw_text, 0
+
+    async def record(line: str) -> None:
+        attempts.append(line)
+        if note is not None:
+            await note(line)
+
+    text, reruns, limit = raw_text, 0, policy.format_max_retries
     while True:
         result, brief, detail = _check(text, fields)
         if result is not None:
             return ExtractionResult(ok=True, data=result.data, attempts=attempts)
+        own: Judged = (NODE_ANSWER, brief, detail)
+        tried: list[Judged] = []
         if reformat is not None:
-            for attempt in range(1, policy.format_max_retries + 1):
-                attempts.append(f"{brief} ({detail}); re-formatting ({attempt}/{policy.format_max_retries})")
-                answer = await reformat(build_reformat_prompt(text, fields, [detail]))
-                result, brief, detail = _check(answer, fields)
-                if result is not None:
-                    attempts.append(f"re-formatted output is valid ({attempt}/{policy.format_max_retries})")
-                    return ExtractionResult(ok=True, data=result.data, attempts=attempts)
+            checked, tried = await _reformat_rounds(text, fields, limit, reformat, own, record)
+            if checked is not None:
+                return ExtractionResult(ok=True, data=checked.data, attempts=attempts)
         if rerun is None or reruns >= policy.runtime_max_retries:
-            error = f"{brief}: {detail} (after {reruns} re-run(s)"
-            error += f" and {policy.format_max_retries} re-format(s) per answer)" if reformat else ", no re-format)"
+            error = "; ".join(f"{label}: {b}: {d}" for label, b, d in [own, *tried])
+            error += f" (after {reruns} re-run(s)"
+            error += f" and {limit} re-format(s) per answer)" if reformat else ", no re-format)"
             attempts.append(error)
             return ExtractionResult(ok=False, data={}, attempts=attempts, error=error)
         reruns += 1
-        attempts.append(f"{brief} ({detail}); re-running the node ({reruns}/{policy.runtime_max_retries})")
-        text = await rerun()
+        again = f"re-running the node ({reruns}/{policy.runtime_max_retries})"
+        await record("; ".join([*map(_said, tried), _said(own), again]))
+        text = await rerun(detail)

@@ -23,7 +23,7 @@ from projections.payloads import (
     WorkflowCompletePayload,
     WorkflowErrorPayload,
 )
-from projections.visits import VisitIndex, visit_snapshot
+from projections.visits import Visit, VisitIndex, visit_snapshot
 from projections.wire import encoder
 
 TOOL_CONTENT_LIMIT = 500
@@ -87,6 +87,19 @@ class SseProjection:
     def __init__(self, index: VisitIndex | None = None) -> None:
         self.index = index if index is not None else VisitIndex()
         self._context: dict[str, Any] = {}
+        self._late: VisitIndex | None = None
+
+    def _fold_late(self, event: ev.RunEvent) -> None:
+        """Once the index is full, the visits it refused are folded apart until they are recorded, then dropped."""
+        if self._late is None:
+            self._late = VisitIndex(max_visits=None)
+        self._late.apply(event)
+
+    def _find(self, visit_uuid: str) -> Visit | None:
+        visit = self.index.find(visit_uuid)
+        if visit is None and self._late is not None:
+            visit = self._late.find(visit_uuid)
+        return visit
 
     def apply(self, event: ev.RunEvent) -> SseMessage | None:
         """Fold one event; its SSE message, or None when clients are not shown it."""
@@ -99,6 +112,8 @@ class SseProjection:
         """Like `apply`, but a message that needs no state is not rendered yet: the event
         itself is returned, for `render_stateless` when a client first reads it."""
         self.index.apply(event)
+        if self.index.overflowed:
+            self._fold_late(event)
         kind = type(event)
         if kind in _STATELESS:
             return event
@@ -112,7 +127,7 @@ class SseProjection:
     def _visit_ended(
         self, event: ev.VisitCompleted | ev.VisitFailed | ev.VisitSkipped, run_id: str
     ) -> NodeStatusEndedPayload:
-        visit = self.index.find(event.visit_uuid)
+        visit = self._find(event.visit_uuid)
         if isinstance(event, ev.VisitCompleted):
             self._context[event.node_id] = event.output.get("data")
         return NodeStatusEndedPayload(
@@ -127,10 +142,12 @@ class SseProjection:
         )
 
     def _visit_recorded(self, event: ev.VisitRecorded, run_id: str) -> VisitRecordedPayload | VisitRefRecordedPayload:
-        visit = self.index.find(event.visit_uuid)
+        visit = self._find(event.visit_uuid)
         if visit is None:
             ref = VisitRef(visit_uuid=event.visit_uuid, run_id=run_id, node_id=event.node_id)
             return VisitRefRecordedPayload(run_id=run_id, visit=ref)
+        if self._late is not None:
+            self._late.forget(event.visit_uuid)
         return VisitRecordedPayload(run_id=run_id, visit=visit_snapshot(visit))
 
 

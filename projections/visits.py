@@ -158,6 +158,13 @@ class VisitFold(Generic[V]):
             visit.completed_at = event.timestamp
             visit.log.add_error(event.error, event.timestamp)
 
+    def forget(self, visit_uuid: str) -> None:
+        """Drop one visit (a fold that holds only the visits still being recorded lets go of them)."""
+        visit = self._by_uuid.pop(visit_uuid, None)
+        if visit is not None:
+            self._by_node[visit.node_id].remove(visit)
+            self._arrival.remove(visit)
+
     def __len__(self) -> int:
         return len(self._arrival)
 

@@ -11,7 +11,7 @@ from domain.errors import FlowtrailError
 from engine.clock import utcnow
 from engine.context.tokens import ContextTokens, Grant, InvalidToken
 from engine.runs.service import RunNotFound, RunService
-from engine.streams.hot import LiveHub
+from engine.streams.hot import HotRun, LiveHub
 from projections.paths import predecessor_paths
 from projections.payloads import NodeMeta, NodeOutput, PredecessorPaths
 from projections.visits import (
@@ -87,11 +87,13 @@ class AskerView:
 
 
 class ColdIndexes:
-    """Visit indexes of runs that are not hot, folded from the log and caught up from it on every read.
+    """Whole visit indexes folded from the log, caught up from it on every read: for runs that
+    are not hot, and for runs with more visits than a hot index keeps.
 
     Each read asks the store for the events after the position already folded, so an answer
     is always what a fresh fold of the whole log would give; only the fold itself is reused.
-    The least recently read runs are forgotten beyond `max_runs`.
+    These folds have no visit cap (the memory index's `MAX_VISITS_PER_RUN` is what they stand
+    behind); the least recently read runs are forgotten beyond `max_runs`.
     """
 
     def __init__(self, max_runs: int = 32) -> None:
@@ -103,7 +105,7 @@ class ColdIndexes:
 
     async def read(self, runs: RunService, run_id: UUID) -> VisitIndex:
         """The run's index as the log has it now; RunNotFound for a run with no events."""
-        index, version = self._folds.pop(run_id) if run_id in self._folds else (VisitIndex(), 0)
+        index, version = self._folds.pop(run_id) if run_id in self._folds else (VisitIndex(max_visits=None), 0)
         for event in await runs.events(run_id, after=version):
             index.apply(event)
             version = event.originator_version
@@ -128,13 +130,22 @@ class ContextReader:
         self.cold = cold if cold is not None else ColdIndexes()
 
     async def run_index(self, run_id: UUID) -> tuple[VisitIndex, str]:
-        """The run's visit index: the hot one while the run is live and for the retention after, else from the log."""
+        """The run's visit index: the hot one while the run is live and for the retention after, else from the log.
+
+        A hot index that reached its visit cap lacks the later visits, so such a run is read from the log too.
+        """
         hot = self.hub.runs.get(run_id)
-        if hot is not None and hot.complete:
+        if hot is not None and hot.complete and not hot.sse.index.overflowed:
             ended = hot.summary.completed_at
             if ended is None or utcnow() - ended < self.hot_retention:
                 return hot.sse.index, MEMORY
         return await self.cold.read(self.runs, run_id), STORE
+
+    async def whole_index(self, hot: HotRun) -> VisitIndex:
+        """A hot run's visit index with every visit: its own, or from the log once it reached its cap."""
+        if not hot.sse.index.overflowed:
+            return hot.sse.index
+        return await self.cold.read(self.runs, hot.run_id)
 
     def authenticate(self, token: str | None) -> Grant:
         """The grant a context token stands for (ContextTokenError when it stands for none)."""

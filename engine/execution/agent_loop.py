@@ -57,25 +57,30 @@ class ToolBelt:
         return specs
 
     async def call(self, call: ToolCall) -> str:
-        """Run one call; any refusal comes back as the result text, for the model to read."""
+        """Run one call; any refusal comes back as `{"error": ...}` JSON text, for the model to read."""
         try:
             args = msgspec.json.decode(call.arguments or "{}")
         except msgspec.DecodeError as error:
-            return f"error: arguments are not valid JSON: {error}"
+            return tool_error(f"arguments are not valid JSON: {error}")
         if not isinstance(args, dict):
-            return "error: arguments must be a JSON object"
+            return tool_error("arguments must be a JSON object")
         builtin = next((tool for tool in self.builtins if tool.spec.name == call.name), None)
         if builtin is not None:
             try:
                 return await builtin.run(self.ctx, args)
             except ToolError as error:
-                return f"error: {error}"
+                return tool_error(str(error))
         if self.toolbox is not None and call.name in self.toolbox.names:
             try:
                 return await self.toolbox.call(call.name, args)
             except Exception as error:  # noqa: BLE001 - a context tool's failure is the model's to read
-                return f"error: {call.name} failed ({type(error).__name__})"
-        return f"error: no tool named {call.name!r} is available to this node"
+                return tool_error(f"{call.name} failed ({type(error).__name__})")
+        return tool_error(f"no tool named {call.name!r} is available to this node")
+
+
+def tool_error(message: str) -> str:
+    """A refused tool call as the model reads it, the same shape as the context tools': `{"error": message}`."""
+    return to_json({"error": message})
 
 
 def opening_messages(prompt: str, system: str | None, answers: list[Answer]) -> list[Message]:

@@ -188,6 +188,20 @@ async def test_the_endpoints_are_not_in_the_external_openapi_document(server):
     assert not any(path.startswith("/internal") for path in schema["paths"])
 
 
+async def test_unknown_routes_and_methods_under_the_prefix_answer_in_the_internal_envelope(server):
+    async with server.client() as client:
+        unknown = [await client.post(path, json={}) for path in
+                   ("/internal/context/paths", "/internal/context/", "/internal/context", "/internal/context/path/x")]
+        wrong_methods = [await client.request(method, "/internal/context/path") for method in ("GET", "PUT", "DELETE")]
+        outside = await client.post("/internal/contextual", json={})
+    for response in unknown:
+        assert response.status_code == 404 and response.json() == {"code": 404, "message": "not found", "data": None}
+    for response in wrong_methods:
+        assert response.status_code == 405
+        assert response.json() == {"code": 405, "message": "method not allowed (the context API answers POST)", "data": None}
+    assert outside.status_code == 404 and outside.json()["code"] == "NOT_FOUND"
+
+
 @pytest.mark.parametrize("host,loopback", [
     ("127.0.0.1", True), ("127.9.9.9", True), ("::1", True), ("::ffff:127.0.0.1", True),
     ("10.0.0.7", False), ("192.168.1.2", False), ("::ffff:10.0.0.7", False), ("localhost", False), (None, False),

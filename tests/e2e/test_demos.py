@@ -45,7 +45,7 @@ async def test_demo_report_researches_summarises_in_parallel_and_writes_the_repo
     assert streamed(got, "research", "thinking") and len(streamed(got, "research", "todo_update")) == 3
     assert [d["toolName"] for d in streamed(got, "research", "tool_call")] == ["web_search", "web_search"]
     assert len(streamed(got, "research", "tool_result")) == 2 and len(streamed(got, "research", "step")) == 3
-    assert statuses[0].startswith("output not valid JSON") and statuses[0].endswith("re-formatting (1/2)")
+    assert statuses[0].startswith("node answer: output not valid JSON") and statuses[0].endswith("re-formatting (1/2)")
     assert statuses[-1] == "re-formatted output is valid (1/2)"
     assert set(report["predecessorVisitUuids"]) == parallel and len(parallel) == 2
     complete = got.data[-1]

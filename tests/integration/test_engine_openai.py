@@ -82,3 +82,38 @@ async def test_a_model_that_stops_answering_fails_the_visit_with_a_timeout(opena
     error = of_type(events, ev.VisitFailed)[0].error
     assert error.startswith("model call timed out")
     assert [c.content for c in chunks(events, "status", "work")] == [f"error: {error}"]
+
+
+@pytest.mark.parametrize("type_,extra", [
+    ("llm", {}), ("agent", {"tools": ["web_search"]}), ("smartAction", {"actions": ["short", "long"]}),
+])
+async def test_an_outer_retry_shows_the_node_its_own_answer_and_says_whose_answer_failed(
+        openai_services, fake_openai, type_, extra):
+    work = node("work", type_, model_id="fake", reformat_model_id="fake", prompt="Pick a title",
+                runtimeMaxRetries=1, formatMaxRetries=1, outputs=[{"name": "title", "type": "string", "required": True}],
+                **extra)
+    await openai_services.catalogue.publish(workflow("retry-flow", [work, node("out", "output")], [edge("work", "out")]))
+    for answer in ("My own prose answer.", "Still prose, sorry: no JSON here.",
+                   "My second prose answer.", "Still prose, sorry: no JSON here."):
+        fake_openai.will_stream_text(answer)
+    run_id = await start(openai_services, "retry-flow")
+    await wait_until(openai_services, run_id)
+    events = await events_of(openai_services, run_id)
+    told = fake_openai.requests[2].body["messages"][-1]["content"]
+    statuses = [c.content for c in chunks(events, "status", "work")]
+    error = of_type(events, ev.VisitFailed)[0].error
+    assert [r.body["messages"][-1]["content"].startswith("你是结构化输出整理助手") for r in fake_openai.requests] == [
+        False, True, False, True]
+    assert told.startswith("Your answer did not pass validation: answer is not JSON: no JSON object found in 'My own prose answer.'")
+    assert "Still prose" not in told
+    assert fake_openai.requests[2].body["messages"][-2] == {"role": "assistant", "content": "My own prose answer."}
+    assert statuses[0] == "node answer: output not valid JSON (answer is not JSON: no JSON object found in 'My own prose answer.'); re-formatting (1/1)"
+    assert statuses[1] == (
+        "re-format 1/1 answer: output not valid JSON (answer is not JSON: no JSON object found in 'Still prose, sorry: no JSON here.'); "
+        "node answer: output not valid JSON (answer is not JSON: no JSON object found in 'My own prose answer.'); re-running the node (1/1)")
+    assert statuses[2].startswith("node answer: output not valid JSON (answer is not JSON: no JSON object found in 'My second prose answer.')")
+    assert error == (
+        "node answer: output not valid JSON: answer is not JSON: no JSON object found in 'My second prose answer.'; "
+        "re-format 1/1 answer: output not valid JSON: answer is not JSON: no JSON object found in 'Still prose, sorry: no JSON here.' "
+        "(after 1 re-run(s) and 1 re-format(s) per answer)")
+    assert statuses[-1] == f"error: {error}"

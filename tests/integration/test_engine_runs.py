@@ -108,6 +108,9 @@ async def test_an_answer_that_never_validates_fails_the_visit_listing_what_is_wr
     failed = of_type(events, ev.VisitFailed)[0]
     assert run.status is RunStatus.FAILED
     assert [s.split("; ")[-1] for s in statuses[:3]] == ["re-formatting (1/1)", "re-running the node (1/1)", "re-formatting (1/1)"]
+    assert statuses[1].startswith("re-format 1/1 answer: output invalid (missing required field(s): title")
+    assert "; node answer: output not valid JSON (answer is not JSON: no JSON object found in 'just prose" in statuses[1]
+    assert failed.error.startswith("node answer: output not valid JSON: answer is not JSON")
     assert "missing required field(s): title" in failed.error and "count (expected number)" in failed.error
     assert failed.output == {"status": 400, "message": failed.error, "data": None}
     assert positions_are_contiguous(events)
@@ -149,12 +152,14 @@ async def test_a_run_past_its_time_limit_fails_and_closes_its_open_visit(store, 
     assert of_type(events, ev.VisitFailed)[0].error.startswith("stopped: the run timed out")
 
 
-async def test_an_agent_calls_its_tools_and_writes_into_the_workspace(services):
+async def test_an_agent_calls_its_tools_and_every_refusal_reaches_the_model_as_a_json_error(services):
     work = node("work", "agent", model_id="scripted", tools=["web_search", "write_file"], script=[
         [{"tool_call": {"name": "web_search", "arguments": {"query": "{{topic}}"}}}],
         [{"tool_call": {"name": "write_file", "arguments": {"path": "notes/../../escape.md", "content": "x"}}},
          {"tool_call": {"name": "write_file", "arguments": {"path": "notes/{{topic}}.md", "content": "about {{topic}}"}}}],
         [{"tool_call": {"name": "launch_rockets", "arguments": {}}}],
+        [{"tool_call": {"name": "write_file", "arguments": "{path: oops"}},
+         {"tool_call": {"name": "write_file", "arguments": "[1, 2]"}}],
         text_turn("finished"),
     ])
     run, events = await run_one(services, work)
@@ -162,9 +167,11 @@ async def test_an_agent_calls_its_tools_and_writes_into_the_workspace(services):
     steps = [c.content for c in chunks(events, "step", "work")]
     assert run.status is RunStatus.SUCCEEDED
     assert results[0][0] == "web_search" and '"query":"tides"' in results[0][1]
-    assert results[1] == ("write_file", "error: path 'notes/../../escape.md' escapes the workspace")
+    assert results[1] == ("write_file", '{"error":"path \'notes/../../escape.md\' escapes the workspace"}')
     assert results[2] == ("write_file", "wrote 11 bytes to notes/tides.md")
-    assert results[3] == ("launch_rockets", "error: no tool named 'launch_rockets' is available to this node")
+    assert results[3] == ("launch_rockets", '{"error":"no tool named \'launch_rockets\' is available to this node"}')
+    assert results[4][0] == "write_file" and results[4][1].startswith('{"error":"arguments are not valid JSON: ')
+    assert results[5] == ("write_file", '{"error":"arguments must be a JSON object"}')
     assert steps[1] == '{"iteration":2,"prev_tools":["web_search"]}'
     assert of_type(events, ev.RunCompleted)[0].working_dir_files == ("notes/tides.md",)
 

@@ -57,6 +57,10 @@ class Visits:
         await self.writer.decide(lambda run, at: decide.complete_visit(
             run, at, visit_uuid=uuid, node_id=node_id, output=envelope))
 
+    async def record(self, node_id: str, uuid: str) -> None:
+        """Record the ended visit, as the engine does after it ends."""
+        await self.writer.decide(lambda run, at: decide.record_visit(run, at, visit_uuid=uuid, node_id=node_id))
+
     async def visit(self, node_id: str, uuid: str, **how: Any) -> str:
         """Open and complete a visit."""
         await self.open(node_id, uuid, **how)
@@ -136,3 +140,30 @@ class ContextClient:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.http.aclose()
+
+
+CHAIN, LOOPS = 150, 99
+"""A long run: a DAG chain of 150 nodes, then 99 AGENTIC revisits of plan/act, then the asker: 250 visits."""
+
+
+async def long_run(services: Services) -> ExampleRun:
+    """250 visits, past the memory index's 200: `step-001`...`step-150`, plan/act revisited in turn, then `report` asks.
+
+    Every visit past the cap streams a thinking step and is recorded, as the engine records visits.
+    """
+    run_id = await new_run(services)
+    writer = await services.runs.writer(run_id)
+    visits = Visits(writer)
+    previous: str | None = None
+    names = [f"step-{i:03}" for i in range(1, CHAIN + 1)] + [("plan", "act")[i % 2] for i in range(LOOPS)]
+    for number, node_id in enumerate(names, start=1):
+        uuid = f"v{number:03}"
+        await visits.open(node_id, uuid, after=previous)
+        if number > 200:
+            await writer.stream(visit_uuid=uuid, node_id=node_id, kind="thinking", content=f"thought {number}")
+        await visits.close(node_id, uuid, {"status": 200, "message": "调用成功", "data": {"n": number}})
+        await visits.record(node_id, uuid)
+        previous = uuid
+    await visits.open("report", "v250", after=previous)
+    await writer.flush()
+    return ExampleRun(run_id, "v250")

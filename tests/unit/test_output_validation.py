@@ -221,7 +221,7 @@ async def test_inner_reformat_success_returns_the_reformatted_data():
     reformat, rerun = supplier(GOOD), supplier()
     result = await extract_with_retry("Tides, score eight.", FIELDS, POLICY, reformat, rerun)
     assert result.ok and result.data["score"] == 8 and result.error is None
-    assert result.attempts[0].startswith("output not valid JSON (answer is not JSON")
+    assert result.attempts[0].startswith("node answer: output not valid JSON (answer is not JSON")
     assert result.attempts[0].endswith("; re-formatting (1/2)")
     assert result.attempts[1] == "re-formatted output is valid (1/2)"
     assert "Tides, score eight." in reformat.calls[0] and rerun.calls == []
@@ -237,6 +237,23 @@ async def test_inner_exhausted_escalates_to_a_rerun_of_the_node():
     assert "answer is not JSON" in reformat.calls[2]
 
 
+async def test_a_rerun_is_told_the_problem_of_the_nodes_own_answer_not_of_the_reformat():
+    reformat, rerun, noted = supplier("Still prose, sorry.", GOOD), supplier("Fresh answer."), []
+
+    async def note(line: str) -> None:
+        noted.append(line)
+
+    result = await extract_with_retry('{"summary": "s"}', FIELDS, RetryPolicy(1, 1), reformat, rerun, note)
+    assert result.ok and rerun.calls == ["missing required field(s): score"]
+    assert noted == result.attempts == [
+        "node answer: output invalid (missing required field(s): score); re-formatting (1/1)",
+        "re-format 1/1 answer: output not valid JSON (answer is not JSON: no JSON object found in 'Still prose, sorry.'); "
+        "node answer: output invalid (missing required field(s): score); re-running the node (1/1)",
+        "node answer: output not valid JSON (answer is not JSON: no JSON object found in 'Fresh answer.'); re-formatting (1/1)",
+        "re-formatted output is valid (1/1)",
+    ]
+
+
 async def test_each_reformat_is_told_what_was_wrong_with_the_previous_one():
     reformat = supplier('{"summary": "x"}', GOOD)
     result = await extract_with_retry("prose", FIELDS, POLICY, reformat, None)
@@ -248,7 +265,9 @@ async def test_without_a_rerun_supplier_an_exhausted_inner_loop_fails():
     result = await extract_with_retry("prose", FIELDS, POLICY, supplier("a", '{"summary": 1}'), None)
     assert not result.ok and result.data == {}
     assert result.error == (
-        "output invalid: missing required field(s): score (after 0 re-run(s) and 2 re-format(s) per answer)"
+        "node answer: output not valid JSON: answer is not JSON: no JSON object found in 'prose'; "
+        "re-format 2/2 answer: output invalid: missing required field(s): score "
+        "(after 0 re-run(s) and 2 re-format(s) per answer)"
     )
     assert result.attempts[-1] == result.error
 
@@ -257,7 +276,7 @@ async def test_without_a_reformat_supplier_it_goes_straight_to_the_rerun():
     rerun = supplier(GOOD)
     result = await extract_with_retry('{"summary": "s"}', FIELDS, POLICY, None, rerun)
     assert result.ok and len(rerun.calls) == 1
-    assert result.attempts == ["output invalid (missing required field(s): score); re-running the node (1/1)"]
+    assert result.attempts == ["node answer: output invalid (missing required field(s): score); re-running the node (1/1)"]
 
 
 async def test_reruns_stop_at_the_runtime_limit_and_the_error_says_why():
@@ -265,5 +284,5 @@ async def test_reruns_stop_at_the_runtime_limit_and_the_error_says_why():
     policy = RetryPolicy(runtime_max_retries=2, format_max_retries=0)
     result = await extract_with_retry("{}", FIELDS, policy, supplier(), rerun)
     assert not result.ok and len(rerun.calls) == 2
-    assert result.error.startswith("output invalid: missing required field(s): summary; wrong type: score")
+    assert result.error.startswith("node answer: output invalid: missing required field(s): summary; wrong type: score")
     assert "after 2 re-run(s)" in result.error

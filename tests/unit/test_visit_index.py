@@ -284,3 +284,12 @@ def test_node_logs_are_the_logs_of_every_visit_of_the_node_in_order():
     assert [e.type for e in node_logs(index, "B")] == ["THINKING", "TOOL_CALL", "THINKING", "TODO_UPDATE"]
     with pytest.raises(VisitNotFound):
         node_logs(index, "Z")
+
+
+def test_a_forgotten_visit_is_gone_from_every_lookup():
+    run = RunLog()
+    run.created().started()
+    a, b = run.visit("A"), run.visit("B")
+    index = index_of(run)
+    index.forget(a)
+    assert index.find(a) is None and index.visits_of("A") == [] and [v.visit_uuid for v in index.in_order()] == [b]
