@@ -16,7 +16,7 @@ from litestar.params import PathParameter, SkipValidationMarker
 from api.errors import ApiError
 from api.schemas import RUN_ID_DESCRIPTION, WORKFLOW_NAME_DESCRIPTION
 from domain.catalogue import WorkflowEntry
-from engine.access import KeyRing, may_use
+from engine.access import KeyRing, may_use, sees_run
 from engine.bootstrap import Services
 from engine.catalogue import Catalogue, WorkflowNotFound, numeric_id
 from engine.execution import RunExecutor
@@ -47,14 +47,15 @@ def require_engine(engine: RunExecutor | None) -> RunExecutor:
 
 
 class RunAccess:
-    """Finds runs for a caller: only runs in the key's scope, and (when named) of the path's workflow."""
+    """Finds runs for a caller: only runs in the key's scope that it created (or it sees all), and (when named) of the path's workflow."""
 
     def __init__(self, runs: RunService, catalogue: Catalogue) -> None:
         self.runs = runs
         self.catalogue = catalogue
 
     async def visible(self, key: ApiKey, run_id: str, workflow: str | None, *, first_page: bool = False) -> HotRun:
-        """The run, if it exists, is in the key's scope and (when given) belongs to that workflow.
+        """The run, if it exists, is in the key's scope, is the key's own (or the key sees all runs) and
+        (when given) belongs to that workflow.
 
         The workflow segment is resolved as on create (name first, then a pure-digit id) and the
         resolved workflow is compared with the run's, never the path's text.
@@ -62,7 +63,7 @@ class RunAccess:
         """
         hot = await self.runs.hot(parse_run_id(run_id), first_page=first_page)
         summary = hot.summary
-        if not may_use(key, summary.workflow_name, summary.workflow_id or 0):
+        if not may_use(key, summary.workflow_name, summary.workflow_id or 0) or not sees_run(key, summary.caller_key_id):
             raise RunNotFound(run_id)
         if workflow is not None and not self._names(workflow, summary.workflow_name, summary.workflow_id):
             raise RunNotFound(run_id)

@@ -10,12 +10,14 @@ import msgspec
 
 
 class ApiKey(msgspec.Struct, frozen=True, rename="camel"):
-    """One external API key and the workflows it may use (both empty: no limit)."""
+    """One external API key, the workflows it may use (both empty: no limit) and whose runs it sees."""
 
     key: str
     workflow_names: tuple[str, ...] = ()
     workflow_ids: tuple[int, ...] = ()
     id: str = ""
+    sees_all_runs: bool = False
+    """True: every run of its workflows (auditors, operators); false: only the runs this key created."""
 
     def key_id(self) -> str:
         """A stable, non-secret name for this key (stored with runs it creates)."""
@@ -24,7 +26,7 @@ class ApiKey(msgspec.Struct, frozen=True, rename="camel"):
         return self.id or "key-" + hashlib.sha256(self.key.encode()).hexdigest()[:12]
 
 
-DEMO_KEY = ApiKey(key="demo-key", id="demo")
+DEMO_KEY = ApiKey(key="demo-key", id="demo", sees_all_runs=True)
 
 
 def _env(name: str, default: str) -> str:
@@ -62,6 +64,10 @@ def parse_api_keys(raw: str | None) -> tuple[tuple[ApiKey, ...], bool]:
         raise SystemExit(f"FLOWTRAIL_API_KEYS is not a valid JSON list of keys: {exc}") from exc
     if any(not k.key for k in keys):
         raise SystemExit("FLOWTRAIL_API_KEYS: every key needs a non-empty 'key'")
+    ids = [k.key_id() for k in keys]
+    if len(set(ids)) != len(ids):
+        shared = sorted({i for i in ids if ids.count(i) > 1})
+        raise SystemExit(f"FLOWTRAIL_API_KEYS: two keys share the id {shared[0]!r} (runs are owned by key id)")
     return keys, False
 
 
