@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 import msgspec
 
+S = TypeVar("S", bound=msgspec.Struct)
 
-class ApiKey(msgspec.Struct, frozen=True, rename="camel"):
+
+class ApiKey(msgspec.Struct, frozen=True, rename="camel", forbid_unknown_fields=True):
     """One external API key, the workflows it may use (both empty: no limit) and whose runs it sees."""
 
     key: str
@@ -54,14 +57,23 @@ def _bool(name: str, default: bool) -> bool:
     return raw.strip().lower() in {"1", "true", "yes", "on"}
 
 
+def decode_json_list(variable: str, raw: str, item: type[S]) -> tuple[S, ...]:
+    """The JSON list of objects in a variable; anything else (an unknown field too) exits in one line naming it."""
+    wanted: Any = tuple[item, ...]  # type: ignore[valid-type]  # the item type is the caller's
+    try:
+        decoded: tuple[S, ...] = msgspec.json.decode(raw.encode(), type=wanted)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        accepted = ", ".join(f.encode_name for f in msgspec.structs.fields(item))
+        problem = str(exc).replace("Object contains unknown field", "unknown field").replace("\n", " ")
+        raise SystemExit(f"{variable} is not a valid JSON list: {problem}; accepted fields: {accepted}") from None
+    return decoded
+
+
 def parse_api_keys(raw: str | None) -> tuple[tuple[ApiKey, ...], bool]:
     """Keys from the JSON list in FLOWTRAIL_API_KEYS; (keys, is_demo_default)."""
     if not raw:
         return (DEMO_KEY,), True
-    try:
-        keys = msgspec.json.decode(raw.encode(), type=tuple[ApiKey, ...])
-    except msgspec.ValidationError as exc:
-        raise SystemExit(f"FLOWTRAIL_API_KEYS is not a valid JSON list of keys: {exc}") from exc
+    keys = decode_json_list("FLOWTRAIL_API_KEYS", raw, ApiKey)
     if any(not k.key for k in keys):
         raise SystemExit("FLOWTRAIL_API_KEYS: every key needs a non-empty 'key'")
     ids = [k.key_id() for k in keys]
