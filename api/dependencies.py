@@ -16,9 +16,9 @@ from litestar.params import PathParameter, SkipValidationMarker
 from api.errors import ApiError
 from api.schemas import RUN_ID_DESCRIPTION, WORKFLOW_NAME_DESCRIPTION
 from domain.catalogue import WorkflowEntry
-from engine.access import KeyRing, may_use
+from engine.access import KeyRing, may_use, sees_run
 from engine.bootstrap import Services
-from engine.catalogue import Catalogue, WorkflowNotFound
+from engine.catalogue import Catalogue, WorkflowNotFound, numeric_id
 from engine.execution import RunExecutor
 from engine.runs.service import RunNotFound, RunService
 from engine.settings import ApiKey
@@ -47,23 +47,39 @@ def require_engine(engine: RunExecutor | None) -> RunExecutor:
 
 
 class RunAccess:
-    """Finds runs for a caller: only runs in the key's scope, and (when named) of the path's workflow."""
+    """Finds runs for a caller: only runs in the key's scope that it created (or it sees all), and (when named) of the path's workflow."""
 
-    def __init__(self, runs: RunService) -> None:
+    def __init__(self, runs: RunService, catalogue: Catalogue) -> None:
         self.runs = runs
+        self.catalogue = catalogue
 
     async def visible(self, key: ApiKey, run_id: str, workflow: str | None, *, first_page: bool = False) -> HotRun:
-        """The run, if it exists, is in the key's scope and (when given) belongs to that workflow.
+        """The run, if it exists, is in the key's scope, is the key's own (or the key sees all runs) and
+        (when given) belongs to that workflow.
 
+        The workflow segment is resolved as on create (name first, then a pure-digit id) and the
+        resolved workflow is compared with the run's, never the path's text.
         With `first_page`, a cold run is returned while it is still being loaded (for streams).
         """
         hot = await self.runs.hot(parse_run_id(run_id), first_page=first_page)
         summary = hot.summary
-        if not may_use(key, summary.workflow_name, summary.workflow_id or 0):
+        if not may_use(key, summary.workflow_name, summary.workflow_id or 0) or not sees_run(key, summary.caller_key_id):
             raise RunNotFound(run_id)
-        if workflow is not None and workflow not in (summary.workflow_name, str(summary.workflow_id)):
+        if workflow is not None and not self._names(workflow, summary.workflow_name, summary.workflow_id):
             raise RunNotFound(run_id)
         return hot
+
+    def _names(self, segment: str, run_workflow: str, run_workflow_id: int | None) -> bool:
+        """True when the segment resolves to the run's workflow: a name first, then a pure-digit id.
+
+        The names are the catalogue's and the run's own (a workflow another process published).
+        """
+        published = self.catalogue.named(segment)
+        if published is not None:
+            return published.workflow_id == run_workflow_id
+        if segment == run_workflow:
+            return True
+        return run_workflow_id is not None and numeric_id(segment) == run_workflow_id
 
 
 def visible_workflow(catalogue: Catalogue, key: ApiKey, name_or_id: str) -> WorkflowEntry:
@@ -105,7 +121,7 @@ def service_dependencies(services: Services) -> dict[str, Provide]:
         return keys.authenticate(request.headers.get("x-api-key"))
 
     keys: KeyRing = services.keys
-    access = RunAccess(services.runs)
+    access = RunAccess(services.runs, services.catalogue)
     parts: dict[str, Any] = {
         "settings": services.settings, "runs": services.runs, "catalogue": services.catalogue,
         "workspace": services.workspace, "context": services.context, "tokens": services.tokens,

@@ -31,7 +31,7 @@ MAX_TTL_HOURS = 87_600
 """Ten years: the longest workspace retention a run may ask for."""
 
 
-WORKFLOW_NAME_DESCRIPTION = "the workflow's name (or numeric id)"
+WORKFLOW_NAME_DESCRIPTION = "the workflow's name, else its numeric id (ASCII digits, leading zeros allowed)"
 RUN_ID_DESCRIPTION = "the run's id, 32 hex characters"
 WorkflowNameInPath = Annotated[str, PathParameter(name="workflowName", description=WORKFLOW_NAME_DESCRIPTION)]
 RunIdInPath = Annotated[str, PathParameter(name="runId", description=RUN_ID_DESCRIPTION)]

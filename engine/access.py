@@ -40,3 +40,8 @@ def may_use(key: ApiKey, workflow_name: str, workflow_id: int) -> bool:
     if not key.workflow_names and not key.workflow_ids:
         return True
     return workflow_name in key.workflow_names or workflow_id in key.workflow_ids
+
+
+def sees_run(key: ApiKey, owner_key_id: str) -> bool:
+    """True when the run is the key's own (compared by stable key id), or the key sees all runs."""
+    return key.sees_all_runs or hmac.compare_digest(owner_key_id.encode(), key.key_id().encode())

@@ -15,6 +15,8 @@ from engine.store import AsyncEventStore, ConcurrentAppend
 log = logging.getLogger("flowtrail.catalogue")
 
 DEMO_DIR = Path(__file__).parent / "demos"
+MAX_ID_DIGITS = 18
+"""A workflow id has at most this many significant digits (ids are counted from 1; no int() of 5,000 digits)."""
 
 
 class WorkflowNotFound(FlowtrailError):
@@ -24,6 +26,14 @@ class WorkflowNotFound(FlowtrailError):
 
     def __init__(self, name: str) -> None:
         super().__init__(f"workflow {name[:64]!r} not found", workflow=name[:64])
+
+
+def numeric_id(segment: str) -> int | None:
+    """The id a path segment of ASCII digits names (`03` is 3); None for anything else, however long."""
+    digits = segment.lstrip("0") or "0"
+    if not segment or not segment.isascii() or not segment.isdigit() or len(digits) > MAX_ID_DIGITS:
+        return None
+    return int(digits)
 
 
 class Catalogue:
@@ -76,14 +86,19 @@ class Catalogue:
         return published
 
     def find(self, name_or_id: str) -> WorkflowEntry:
-        """By kebab-case name first, then by numeric id (the seed's rule)."""
+        """By kebab-case name first, then by numeric id: ASCII digits only, leading zeros allowed (the seed's rule)."""
         entry = self._latest.get(name_or_id)
-        if entry is None and name_or_id.isdigit():
-            name = self._names_by_id.get(int(name_or_id))
+        workflow_id = numeric_id(name_or_id)
+        if entry is None and workflow_id is not None:
+            name = self._names_by_id.get(workflow_id)
             entry = self._latest.get(name) if name else None
         if entry is None:
             raise WorkflowNotFound(name_or_id)
         return entry
+
+    def named(self, name: str) -> WorkflowEntry | None:
+        """The latest version of the workflow with that name, if one was published here."""
+        return self._latest.get(name)
 
     def version(self, name: str, version: int) -> WorkflowEntry:
         """One published version (a run executes the version it recorded)."""

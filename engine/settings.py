@@ -5,17 +5,22 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 import msgspec
 
+S = TypeVar("S", bound=msgspec.Struct)
 
-class ApiKey(msgspec.Struct, frozen=True, rename="camel"):
-    """One external API key and the workflows it may use (both empty: no limit)."""
+
+class ApiKey(msgspec.Struct, frozen=True, rename="camel", forbid_unknown_fields=True):
+    """One external API key, the workflows it may use (both empty: no limit) and whose runs it sees."""
 
     key: str
     workflow_names: tuple[str, ...] = ()
     workflow_ids: tuple[int, ...] = ()
     id: str = ""
+    sees_all_runs: bool = False
+    """True: every run of its workflows (auditors, operators); false: only the runs this key created."""
 
     def key_id(self) -> str:
         """A stable, non-secret name for this key (stored with runs it creates)."""
@@ -24,7 +29,7 @@ class ApiKey(msgspec.Struct, frozen=True, rename="camel"):
         return self.id or "key-" + hashlib.sha256(self.key.encode()).hexdigest()[:12]
 
 
-DEMO_KEY = ApiKey(key="demo-key", id="demo")
+DEMO_KEY = ApiKey(key="demo-key", id="demo", sees_all_runs=True)
 
 
 def _env(name: str, default: str) -> str:
@@ -52,16 +57,29 @@ def _bool(name: str, default: bool) -> bool:
     return raw.strip().lower() in {"1", "true", "yes", "on"}
 
 
+def decode_json_list(variable: str, raw: str, item: type[S]) -> tuple[S, ...]:
+    """The JSON list of objects in a variable; anything else (an unknown field too) exits in one line naming it."""
+    wanted: Any = tuple[item, ...]  # type: ignore[valid-type]  # the item type is the caller's
+    try:
+        decoded: tuple[S, ...] = msgspec.json.decode(raw.encode(), type=wanted)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        accepted = ", ".join(f.encode_name for f in msgspec.structs.fields(item))
+        problem = str(exc).replace("Object contains unknown field", "unknown field").replace("\n", " ")
+        raise SystemExit(f"{variable} is not a valid JSON list: {problem}; accepted fields: {accepted}") from None
+    return decoded
+
+
 def parse_api_keys(raw: str | None) -> tuple[tuple[ApiKey, ...], bool]:
     """Keys from the JSON list in FLOWTRAIL_API_KEYS; (keys, is_demo_default)."""
     if not raw:
         return (DEMO_KEY,), True
-    try:
-        keys = msgspec.json.decode(raw.encode(), type=tuple[ApiKey, ...])
-    except msgspec.ValidationError as exc:
-        raise SystemExit(f"FLOWTRAIL_API_KEYS is not a valid JSON list of keys: {exc}") from exc
+    keys = decode_json_list("FLOWTRAIL_API_KEYS", raw, ApiKey)
     if any(not k.key for k in keys):
         raise SystemExit("FLOWTRAIL_API_KEYS: every key needs a non-empty 'key'")
+    ids = [k.key_id() for k in keys]
+    if len(set(ids)) != len(ids):
+        shared = sorted({i for i in ids if ids.count(i) > 1})
+        raise SystemExit(f"FLOWTRAIL_API_KEYS: two keys share the id {shared[0]!r} (runs are owned by key id)")
     return keys, False
 
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-
 from domain.errors import MissingReference
 from domain.templates import render_value
 from engine.execution.errors import RunFailure, VisitFailure
@@ -17,17 +15,14 @@ from engine.llm import (
     ScriptedProvider,
     parse_script,
 )
-from engine.settings import EngineSettings
+from engine.settings import EngineSettings, decode_json_list
 
 
 def parse_models(raw: str) -> list[ModelConfig]:
-    """The models in FLOWTRAIL_MODELS (a JSON list); ValueError says what is wrong."""
+    """The models in FLOWTRAIL_MODELS (a JSON list); anything else exits at start-up saying what is wrong."""
     if not raw.strip():
         return []
-    try:
-        return msgspec.json.decode(raw.encode(), type=list[ModelConfig])
-    except (msgspec.DecodeError, msgspec.ValidationError) as error:
-        raise ValueError(f"FLOWTRAIL_MODELS is not a valid JSON list of models: {error}") from None
+    return list(decode_json_list("FLOWTRAIL_MODELS", raw, ModelConfig))
 
 
 def build_registry(settings: EngineSettings) -> ModelRegistry:

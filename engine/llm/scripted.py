@@ -167,9 +167,16 @@ def _progress(value: dict, ids: _Ids) -> list[Chunk]:
     return [ToolProgress(value.get("name", ""), event_type, str(value.get("preview", "")))]
 
 
+def as_answer_text(value: Any) -> str:
+    """A `text` step's words: a string as it is; an object or array as its JSON text (values escaped)."""
+    if isinstance(value, dict | list):
+        return msgspec.json.encode(value).decode()
+    return str(value)
+
+
 _BUILDERS: dict[str, Callable[[Any, _Ids], list[Chunk]]] = {
     "thinking": lambda v, _: [ReasoningDelta(p) for p in split_words(str(v))],
-    "text": lambda v, _: [TextDelta(p) for p in split_words(str(v))],
+    "text": lambda v, _: [TextDelta(p) for p in split_words(as_answer_text(v))],
     "status": lambda v, _: [StatusNote(str(v))],
     "todo": lambda v, _: [TodoUpdate(list(v))],
     "tool_call": _tool_call,

@@ -49,7 +49,7 @@ class CompletionRequest(msgspec.Struct):
     purpose: str = "node"
 
 
-class ModelConfig(msgspec.Struct, frozen=True):
+class ModelConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """An OpenAI-compatible endpoint; the key is read from the env var `api_key_env` at call time."""
 
     id: str

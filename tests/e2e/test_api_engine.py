@@ -6,6 +6,7 @@ import asyncio
 import io
 import json
 import zipfile
+from uuid import UUID
 
 import pytest
 
@@ -75,3 +76,25 @@ async def test_cancelling_a_running_run_is_requested_then_confirmed(live):
         if answer["outcome"] == "REQUESTED":
             assert (result["status"], result["cancelRequested"]) == ("FAILED", True)
             assert result["cancelled"] or result["error"]
+
+
+async def test_a_link_left_in_the_workspace_is_neither_listed_counted_nor_zipped(live, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "passwd").write_text("root:x:0:0")
+    async with live.client(key=DEMO_KEY) as client:
+        files = [("payload", (None, json.dumps({"variables": {"topic": "t"}}).encode(), "application/json")),
+                 ("files", ("data.csv", b"a,b\n", "text/csv", {"X-Relative-Path": "inputs/data.csv"}))]
+        created = (await client.post("/api/v1/workflows/report-pipeline/runs", files=files)).json()["data"]
+        base = live.services.workspace.path_for(UUID(created["runId"]))
+        (base / "inputs" / "passwd").symlink_to(outside / "passwd")
+        (base / "etc").symlink_to(outside, target_is_directory=True)
+        links = created["links"]
+        await client.post(links["start"])
+        got = await read_stream(client, links["stream"])
+        assert got.events[-1] == "workflow_complete"
+        assert got.data[-1]["workingDirFiles"] == ["inputs/data.csv"]
+        result = (await client.get(links["result"])).json()["data"]
+        assert (result["workspace"]["fileCount"], result["workspace"]["totalBytes"]) == (1, 4)
+        archive = zipfile.ZipFile(io.BytesIO((await client.get(links["workspace"])).content))
+        assert archive.namelist() == ["inputs/data.csv"]

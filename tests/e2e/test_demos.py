@@ -6,6 +6,7 @@ import json
 from uuid import UUID
 
 import httpx
+import pytest
 from httpx_sse import aconnect_sse
 
 from tests.support.sse import Received, read_stream
@@ -131,3 +132,43 @@ async def test_demo_agentics_revisited_draft_sees_the_back_edge_through_the_cont
     assert paths["backtrackEdgeKeys"] == ["review->draft"]
     assert paths["paths"][0]["sequence"] == ["input", "draft", "review", "draft"]
     assert all("error" not in r for outputs in results.values() for r in outputs if isinstance(r, dict))
+
+
+AWKWARD_TOPICS = ['the "quoted" topic', "back\\slash and \\u0041", "two\nlines\tand a tab", "潮汐能 – énergie ☃"]
+
+
+@pytest.mark.parametrize("topic", AWKWARD_TOPICS)
+async def test_demo_report_takes_any_topic_verbatim(demo_server, topic):
+    async with demo_server.client() as client:
+        run_id = await create_and_start(client, "demo-report", {"topic": topic})
+        got = await follow(client, "demo-report", run_id)
+    assert got.events[-1] == "workflow_complete", got.data[-1]
+    data = got.data[-1]["output"]["data"]
+    assert data["summary"].startswith(f"{topic} is explained")
+    assert data["sources"] == ["https://example.org/overview", "https://example.org/recent-study"]
+    research = recorded(got, "research")[0]
+    assert research["output"]["data"]["research"].startswith(f"{topic}: the overview")
+    text = (demo_server.services.workspace.path_for(UUID(run_id)) / "report.md").read_text(encoding="utf-8")
+    assert text.startswith(f"# Report: {topic}\n")
+
+
+@pytest.mark.parametrize("topic", AWKWARD_TOPICS)
+async def test_demo_agentic_takes_any_topic_verbatim(demo_server, topic):
+    async with demo_server.client() as client:
+        run_id = await create_and_start(client, "demo-agentic", {"topic": topic})
+        got = await follow(client, "demo-agentic", run_id)
+    assert got.events[-1] == "workflow_complete", got.data[-1]
+    assert got.data[-1]["output"]["data"]["answer"].startswith(f"Draft 2: a short answer about {topic},")
+
+
+@pytest.mark.parametrize("topic", AWKWARD_TOPICS)
+async def test_demo_clarify_takes_any_topic_verbatim(demo_server, topic):
+    async with demo_server.client() as client:
+        run_id = await create_and_start(client, "demo-clarify", {"topic": topic})
+        path = f"/api/v1/workflows/demo-clarify/runs/{run_id}/stream"
+        position, question = await read_until_question(client, path)
+        await client.post(f"/api/v1/runs/{run_id}/resume", json={"clarifyId": question["clarify_id"], "answer": topic})
+        rest = await read_stream(client, path, last_event_id=position)
+    assert question["question"] == f"Which format should the piece about {topic} use?"
+    assert rest.events[-1] == "workflow_complete", rest.data[-1]
+    assert rest.data[-1]["output"]["data"] == {"format": topic, "text": f"A short piece about {topic}, in the format the user chose."}

@@ -20,11 +20,13 @@ from tests.support.server import RunningServer, server_settings
 DEMO_KEY = "demo-key"
 SCOPED_KEY = "scoped-key"
 ID_SCOPED_KEY = "id-scoped-key"
+AUDITOR_KEY = "auditor-key"
 
 KEYS = (
-    ApiKey(key=DEMO_KEY, id="demo"),
+    ApiKey(key=DEMO_KEY, id="demo", sees_all_runs=True),
     ApiKey(key=SCOPED_KEY, id="scoped", workflow_names=("report-pipeline",)),
     ApiKey(key=ID_SCOPED_KEY, id="id-scoped", workflow_ids=(2,)),
+    ApiKey(key=AUDITOR_KEY, id="auditor", workflow_names=("report-pipeline",), sees_all_runs=True),
 )
 
 MILITARY = {

@@ -35,7 +35,7 @@ def test_each_visit_of_a_node_can_have_its_own_script_and_the_last_repeats():
 def test_models_are_read_from_json_and_bad_json_is_named():
     assert parse_models('[{"id": "m", "base_url": "http://127.0.0.1:1/v1", "model": "x"}]')[0].id == "m"
     assert parse_models("") == []
-    with pytest.raises(ValueError, match="FLOWTRAIL_MODELS"):
+    with pytest.raises(SystemExit, match="FLOWTRAIL_MODELS"):
         parse_models('[{"id": 1}]')
 
 

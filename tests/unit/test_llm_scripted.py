@@ -1,6 +1,7 @@
 """The scripted provider plays its script deterministically, with no model and no network."""
 
 import asyncio
+import json
 import time
 
 import pytest
@@ -54,6 +55,13 @@ async def test_text_streams_as_text_pieces_that_join_back_to_the_text():
     chunks = body(await one_turn({"text": "  Hello,\nworld  "}))
     assert all(isinstance(c, TextDelta) for c in chunks) and len(chunks) == 2
     assert "".join(c.text for c in chunks) == "  Hello,\nworld  "
+
+
+async def test_a_text_step_holding_an_object_answers_its_json_text_with_values_escaped():
+    value = {"summary": 'a "quoted"\\path\nand 潮汐', "items": [1, None]}
+    chunks = body(await one_turn({"text": value}))
+    assert all(isinstance(c, TextDelta) for c in chunks)
+    assert json.loads("".join(c.text for c in chunks)) == value
 
 
 async def test_a_tool_call_is_ready_at_once_with_a_deterministic_id_and_json_arguments():
