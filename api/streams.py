@@ -16,13 +16,14 @@ from api.errors import ApiError, validation_failed
 from api.paths import WORKFLOW_RUN
 from api.schemas import EventStreamOperation, RunIdInPath, WorkflowNameInPath, stream_responses
 from api.sse import encode_frame
+from engine.context.views import ContextReader
 from engine.runs.service import RunService
 from engine.settings import ApiKey, Settings, StreamSettings
 from engine.streams.hot import HotRun
 from engine.waiting import wait_event
 from projections.payloads import SnapshotPayload
 from projections.sse import TERMINAL_EVENTS, SseMessage, render_all
-from projections.visits import visit_snapshot
+from projections.visits import VisitIndex, visit_snapshot
 from projections.wire import encode
 
 KEEPALIVE = ServerSentEventMessage(comment="keep-alive", data=None)
@@ -101,11 +102,12 @@ def parse_flag(raw: str | None, name: str) -> bool:
     raise validation_failed(f"{name} must be true or false, got {raw[:32]!r}")
 
 
-def snapshot_frame(hot: HotRun, only: StreamFilter) -> bytes:
-    """One `snapshot` message: the run's state and every visit so far; its id is the run's position."""
+def snapshot_frame(hot: HotRun, only: StreamFilter, index: VisitIndex | None = None) -> bytes:
+    """One `snapshot` message: the run's state and every visit so far (of `index`, by default the hot
+    run's own); its id is the run's position."""
     summary = hot.summary
     visits = [
-        visit_snapshot(v) for v in hot.sse.index.in_order()
+        visit_snapshot(v) for v in (index or hot.sse.index).in_order()
         if only.nodes is None or v.node_id in only.nodes
     ]
     payload = SnapshotPayload(
@@ -165,20 +167,22 @@ async def resume_cursor(runs: RunService, hot: HotRun, raw: str | None) -> int:
 
 async def stream_frames(
     runs: RunService, limits: StreamSettings, hot: HotRun, cursor: int, *, only: StreamFilter = StreamFilter(),
-    snapshot: bool = False,
+    snapshot: bool = False, visits: ContextReader | None = None,
 ) -> AsyncIterator[ServerSentEventMessage]:
     """The run's messages after `cursor`: memory first, the store for what memory dropped.
 
     With `snapshot`, a `snapshot` message of the run as it is now comes first and the
-    stream goes on from there (plus the terminal message again, when the run has ended).
+    stream goes on from there (plus the terminal message again, when the run has ended);
+    `visits` finds the visits of a run past its in-memory visit cap.
     """
     keepalive = limits.keepalive_seconds
     deadline = time.monotonic() + limits.max_stream_seconds
     hot.watchers += 1
     try:
         if snapshot:
-            first = [snapshot_frame(hot, only)]
             cursor = hot.version
+            index = None if visits is None else await visits.index_at(hot, cursor)
+            first = [snapshot_frame(hot, only, index)]
             if hot.terminal_id is not None:
                 first += hot.frames_after(hot.terminal_id - 1, limit=1)[0]
             yield FrameBatch(first)
@@ -238,6 +242,7 @@ class RunStreamController(Controller):
         run_access: Injected[RunAccess],
         runs: Injected[RunService],
         settings: Injected[Settings],
+        context: Injected[ContextReader],
         last_event_id: Annotated[str | None, LAST_EVENT_ID] = None,
         snapshot: Annotated[str | None, QueryParameter(
             required=False, description="true: first send a `snapshot` message with the state of every visit "
@@ -253,7 +258,7 @@ class RunStreamController(Controller):
         hot = await run_access.visible(caller, run_id, workflow_name, first_page=not wants_snapshot)
         cursor = await resume_cursor(runs, hot, last_event_id)
         return ServerSentEvent(
-            stream_frames(runs, settings.stream, hot, cursor, only=only, snapshot=wants_snapshot),
+            stream_frames(runs, settings.stream, hot, cursor, only=only, snapshot=wants_snapshot, visits=context),
             headers={"X-Accel-Buffering": "no"},
         )
 

@@ -147,6 +147,17 @@ class ContextReader:
             return hot.sse.index
         return await self.cold.read(self.runs, hot.run_id)
 
+    async def index_at(self, hot: HotRun, position: int) -> VisitIndex:
+        """Every visit of a hot run as of `position`: its own index, or folded from the log once it reached its cap."""
+        if not hot.sse.index.overflowed:
+            return hot.sse.index
+        index = VisitIndex(max_visits=None)
+        for event in await self.runs.events(hot.run_id):
+            if event.originator_version > position:
+                break
+            index.apply(event)
+        return index
+
     def authenticate(self, token: str | None) -> Grant:
         """The grant a context token stands for (ContextTokenError when it stands for none)."""
         if not self.enabled:

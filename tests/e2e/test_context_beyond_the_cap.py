@@ -45,6 +45,7 @@ async def test_the_run_views_and_the_stream_show_the_visits_past_the_memory_cap(
         run = (await client.get(RUN.format(example.run_id.hex))).json()["data"]
         logs = (await client.get(RUN.format(example.run_id.hex) + "/nodes/plan/logs")).json()["data"]
         got = await read_stream(client, RUN.format(example.run_id.hex) + "/stream")
+        snapshot = await read_stream(client, RUN.format(example.run_id.hex) + "/stream?snapshot=true")
     nodes = {node["nodeId"]: node for node in run["nodes"]}
     recorded = [d["visit"] for e, d in zip(got.events, got.data, strict=True) if e == "visit_recorded"]
     ended = [d for e, d in zip(got.events, got.data, strict=True) if e == "node_status" and d["status"] == "SUCCESS"]
@@ -53,3 +54,5 @@ async def test_the_run_views_and_the_stream_show_the_visits_past_the_memory_cap(
     assert len(recorded) == 250 and all("logsJson" in visit for visit in recorded)
     assert recorded[-2]["visitUuid"] == "v249" and recorded[-2]["logsCount"] == 1
     assert ended[-2]["visitUuid"] == "v249" and [e["message"] for e in ended[-2]["logs"]] == ["thought 249"]
+    [state] = [d for e, d in zip(snapshot.events, snapshot.data, strict=True) if e == "snapshot"]
+    assert [visit["visitUuid"] for visit in state["visits"]] == [visit["visitUuid"] for visit in recorded]
