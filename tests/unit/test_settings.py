@@ -28,27 +28,27 @@ def test_two_keys_with_one_id_are_refused_at_start_up():
         parse_api_keys('[{"key": "a", "id": "ops"}, {"key": "b", "id": "ops"}]')
 
 
-@pytest.mark.parametrize("raw,field", [
-    ('[{"key": "abc", "workflow_names": ["demo-report"]}]', "workflow_names"),
-    ('[{"key": "abc", "workflowName": ["demo-report"]}]', "workflowName"),
-    ('[{"key": "abc", "sees_all_runs": true}]', "sees_all_runs"),
-])
-def test_an_unknown_key_field_is_refused_naming_it_and_the_accepted_ones(raw, field):
-    with pytest.raises(SystemExit) as refused:
-        parse_api_keys(raw)
-    message = str(refused.value)
-    assert "\n" not in message and message.startswith("FLOWTRAIL_API_KEYS")
-    assert f"`{field}`" in message and "accepted fields: key, workflowNames, workflowIds, id, seesAllRuns" in message
+KEYS_ACCEPT = "accepted fields: key, workflowNames, workflowIds, id, seesAllRuns"
+MODELS_ACCEPT = "accepted fields: id, base_url, model, api_key_env"
 
 
-@pytest.mark.parametrize("raw,field", [
-    ('[{"id": "m", "baseUrl": "http://127.0.0.1:1/v1", "base_url": "http://127.0.0.1:1/v1", "model": "x"}]', "baseUrl"),
-    ('[{"id": "m", "base_url": "http://127.0.0.1:1/v1", "model": "x", "api_key": "sk-1"}]', "api_key"),
+@pytest.mark.parametrize("parse,variable,raw,field,accepted", [
+    (parse_api_keys, "FLOWTRAIL_API_KEYS", '[{"key": "abc", "workflow_names": ["demo-report"]}]', "workflow_names",
+     KEYS_ACCEPT),
+    (parse_api_keys, "FLOWTRAIL_API_KEYS", '[{"key": "abc", "workflowName": ["demo-report"]}]', "workflowName",
+     KEYS_ACCEPT),
+    (parse_api_keys, "FLOWTRAIL_API_KEYS", '[{"key": "abc", "sees_all_runs": true}]', "sees_all_runs", KEYS_ACCEPT),
+    (parse_models, "FLOWTRAIL_MODELS",
+     '[{"id": "m", "baseUrl": "http://127.0.0.1:1/v1", "base_url": "http://127.0.0.1:1/v1", "model": "x"}]', "baseUrl",
+     MODELS_ACCEPT),
+    (parse_models, "FLOWTRAIL_MODELS", '[{"id": "m", "base_url": "http://127.0.0.1:1/v1", "model": "x", "api_key": "sk-1"}]',
+     "api_key", MODELS_ACCEPT),
 ])
-def test_an_unknown_model_field_is_refused_naming_it_and_the_accepted_ones(raw, field):
+def test_an_unknown_field_of_a_json_setting_is_refused_in_one_line_naming_it_and_the_accepted_ones(
+    parse, variable, raw, field, accepted,
+):
     with pytest.raises(SystemExit) as refused:
-        parse_models(raw)
+        parse(raw)
     message = str(refused.value)
-    assert "\n" not in message and message.startswith("FLOWTRAIL_MODELS")
-    assert f"`{field}`" in message and "accepted fields: id, base_url, model, api_key_env" in message
-    assert "sk-1" not in message
+    assert "\n" not in message and message.startswith(variable)
+    assert f"`{field}`" in message and accepted in message and "sk-1" not in message
