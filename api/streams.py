@@ -107,7 +107,7 @@ def snapshot_frame(hot: HotRun, only: StreamFilter, index: VisitIndex | None = N
     run's own); its id is the run's position."""
     summary = hot.summary
     visits = [
-        visit_snapshot(v) for v in (index or hot.sse.index).in_order()
+        visit_snapshot(v) for v in (hot.sse.index if index is None else index).in_order()
         if only.nodes is None or v.node_id in only.nodes
     ]
     payload = SnapshotPayload(
