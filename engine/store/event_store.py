@@ -11,7 +11,7 @@ from typing import Any
 from uuid import UUID
 
 from eventsourcing.application import Application
-from eventsourcing.persistence import IntegrityError
+from eventsourcing.persistence import IntegrityError, PersistenceError
 
 from domain.catalogue import CATALOGUE_EVENT_TYPES
 from domain.events import RUN_EVENT_TYPES
@@ -58,7 +58,14 @@ class EventStore:
                     f"(database {location.dbname!r}, user {location.user!r}): {reason}"
                 )
             ensure_schema(location)
-        self.app = FlowtrailApplication(env=library_env(location))
+        try:
+            self.app = FlowtrailApplication(env=library_env(location))
+        except (OSError, PersistenceError) as error:
+            if location.kind != "sqlite":
+                raise
+            raise StoreUnreachable(
+                f"FLOWTRAIL_DATABASE_URL: cannot open the SQLite file {location.sqlite_path}: {error}"
+            ) from None
         self.mapper: MsgspecMapper = self.app.mapper  # type: ignore[assignment]  # construct_mapper made it ours
         self.events_table: str = self.app.recorder.events_table_name  # type: ignore[attr-defined]  # both recorders have it; the base type does not say
 

@@ -159,3 +159,10 @@ def test_config_as_json_names_each_variables_value_and_source():
 def test_config_refuses_a_bad_setting_as_serve_does():
     line = refused_in_one_line(flowtrail("config", env={"FLOWTRAIL_LOAD_DEMOS": "ture"}))
     assert line.startswith("FLOWTRAIL_LOAD_DEMOS: got 'ture'")
+
+
+def test_a_sqlite_file_that_cannot_be_created_is_named_in_one_line(tmp_path):
+    (tmp_path / "a-file").write_text("not a directory")
+    url = f"sqlite:///{tmp_path / 'a-file' / 'flowtrail.db'}"
+    line = refused_in_one_line(flowtrail("serve", env=serve_env(tmp_path, FLOWTRAIL_DATABASE_URL=url)))
+    assert line.startswith("FLOWTRAIL_DATABASE_URL: cannot open the SQLite file ") and "a-file" in line
