@@ -15,6 +15,7 @@ import difflib
 import hashlib
 import ipaddress
 import os
+import types
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -341,9 +342,8 @@ def _tag_of(hint: Any) -> _Tag | None:
 def _split(hint: Any) -> tuple[Any, Meta | None]:
     """The bare type under Annotated (None dropped from an optional) and its setting metadata."""
     base = get_args(hint)[0] if get_origin(hint) is Annotated else hint
-    members = [arg for arg in get_args(base) if arg is not type(None)]
-    if len(members) == 1:
-        base = members[0]
+    if isinstance(base, types.UnionType):
+        base = next(arg for arg in get_args(base) if arg is not type(None))
     return base, _meta_of(hint)
 
 
