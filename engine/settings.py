@@ -267,6 +267,7 @@ class Settings:
         _check_api_keys(settings.api_keys)
         _check_demo_key_exposure(settings)
         _check_database_url(settings.store.database_url)
+        _check_workflows_dir(settings.workflows_dir)
         models = _check_models(settings.engine)
         _refuse_unknown_variables(env, allowed={m.api_key_env for m in models if m.api_key_env})
         return settings
@@ -424,6 +425,12 @@ def _check_database_url(url: str) -> None:
             "FLOWTRAIL_DATABASE_URL", problem,
             "sqlite:///path.db or postgresql://user[:password]@host[:port]/db[?schema=name]",
         ) from None
+
+
+def _check_workflows_dir(directory: Path | None) -> None:
+    if directory is not None and not directory.is_dir():
+        raise SettingsError("FLOWTRAIL_WORKFLOWS_DIR", f"{str(directory)!r} is not a directory",
+                            "an existing directory of workflow definitions (*.json)")
 
 
 def _check_models(engine: EngineSettings) -> tuple[ModelConfig, ...]:

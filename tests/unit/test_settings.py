@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -33,14 +32,14 @@ def test_the_generated_demo_key_sees_all_runs():
     assert (key.key, key.key_id(), key.sees_all_runs) == ("demo-key", "demo", True)
 
 
-def test_values_are_converted_from_text_to_their_fields_types():
+def test_values_are_converted_from_text_to_their_fields_types(tmp_path):
     settings = Settings.from_env({
         "FLOWTRAIL_PORT": "8080", "FLOWTRAIL_LOAD_DEMOS": "false", "FLOWTRAIL_CONTEXT_QUERY_ENABLED": "0",
-        "FLOWTRAIL_COALESCE_MS": "12.5", "FLOWTRAIL_WORKFLOWS_DIR": "/srv/flows", "FLOWTRAIL_DATA_DIR": "/var/ft",
+        "FLOWTRAIL_COALESCE_MS": "12.5", "FLOWTRAIL_WORKFLOWS_DIR": str(tmp_path), "FLOWTRAIL_DATA_DIR": "/var/ft",
     })
     assert (settings.port, settings.load_demos, settings.context.enabled, settings.stream.coalesce_ms) == (
         8080, False, False, 12.5)
-    assert settings.workflows_dir == Path("/srv/flows") and settings.store.database_url == "sqlite:////var/ft/flowtrail.db"
+    assert settings.workflows_dir == tmp_path and settings.store.database_url == "sqlite:////var/ft/flowtrail.db"
 
 
 def test_an_empty_variable_counts_as_unset():
@@ -81,6 +80,7 @@ def test_a_key_without_an_id_is_named_by_a_hash_never_by_the_key_itself():
     ("FLOWTRAIL_MODELS", json.dumps([{"id": "scripted", "base_url": "http://x/v1", "model": "x"}]),
      "the model id 'scripted' is reserved", "distinct ids"),
     ("FLOWTRAIL_DEFAULT_MODEL", "gpt-9", "'gpt-9' is not a configured model", "one of 'scripted'"),
+    ("FLOWTRAIL_WORKFLOWS_DIR", "/no/such/flows", "'/no/such/flows' is not a directory", "an existing directory"),
     ("FLOWTRAIL_LOAD_DEMO", "true", "no such setting (did you mean FLOWTRAIL_LOAD_DEMOS?)", "`flowtrail config`"),
     ("FLOWTRAIL_HOST", "0.0.0.0", "'0.0.0.0' is not a loopback address and FLOWTRAIL_API_KEYS is unset",
      "FLOWTRAIL_ALLOW_DEMO_KEY_ON_NETWORK=true"),
