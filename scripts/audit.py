@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 from typing import Any
 from uuid import UUID
@@ -18,7 +17,7 @@ from projections.audit import diff, rebuild
 
 
 def _default_key(settings: Settings) -> str:
-    return os.environ.get("FLOWTRAIL_AUDIT_KEY") or settings.api_keys[0].key
+    return settings.commands.audit_key or settings.api_keys[0].key
 
 
 async def _served(url: str, key: str, run_id: UUID) -> dict[str, Any]:

@@ -1,21 +1,63 @@
-"""The `flowtrail` command: serve, demo, audit, export."""
+"""The `flowtrail` command: serve, demo, audit, export, config."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
+from importlib.metadata import version
+
+from engine.catalogue import DEMO_DIR
+from engine.settings import SettingsError
+from engine.store import StoreUnreachable
+
+SETTINGS_REFERENCE = (
+    "Settings come from FLOWTRAIL_* environment variables only, read strictly at start-up (an unknown variable or "
+    "a bad value stops it in one line, exit status 2). `flowtrail config` prints the effective settings, "
+    "`flowtrail config --reference` describes every variable (README.md, \"Configuration\"); "
+    "docs/operations.md is the deployment guide."
+)
+
+
+def demo_workflows() -> str:
+    """The shipped demo workflows, one line each: name and description."""
+    lines = []
+    for path in sorted(DEMO_DIR.glob("*.json")):
+        definition = json.loads(path.read_text(encoding="utf-8"))
+        lines.append(f"  {definition['name']:<14} {definition.get('description', '')}")
+    return "demo workflows:\n" + "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; a bad setting or an unreachable store is one line on stderr and exit status 2."""
+    try:
+        return run_command(argv)
+    except (SettingsError, StoreUnreachable) as error:
+        print(error, file=sys.stderr)
+        return 2
+
+
+def run_command(argv: Sequence[str] | None = None) -> int:
     """Parse the command line and run one sub-command."""
-    parser = argparse.ArgumentParser(prog="flowtrail", description=__doc__)
+    parser = argparse.ArgumentParser(prog="flowtrail", description=__doc__, epilog=SETTINGS_REFERENCE)
+    parser.add_argument("--version", action="version", version=f"flowtrail {version('flowtrail')}")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    commands.add_parser("serve", help="run the HTTP service (settings from FLOWTRAIL_* variables)")
+    commands.add_parser("serve", help="run the HTTP service (settings from FLOWTRAIL_* variables)",
+                        description="Run the HTTP service.", epilog=SETTINGS_REFERENCE)
 
-    demo = commands.add_parser("demo", help="start a demo run through the HTTP API and print its stream")
-    demo.add_argument("workflow", nargs="?", default="demo-report")
+    demo = commands.add_parser("demo", help="start a demo run through the HTTP API and print its stream",
+                               description="Start a run through the HTTP API of a running service and print its "
+                               "stream as it arrives.", epilog=demo_workflows(),
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+    demo.add_argument("workflow", nargs="?", default=None,
+                      help="workflow name (default: FLOWTRAIL_DEMO_WORKFLOW, else demo-report)")
+
+    config = commands.add_parser("config", help="print the effective settings (secrets masked)",
+                                 epilog=SETTINGS_REFERENCE)
+    config.add_argument("--json", action="store_true", help="as one JSON object: variable -> {value, source}")
+    config.add_argument("--reference", action="store_true", help="every variable as a Markdown table (the README's)")
 
     export = commands.add_parser("export", help="write a run's events as JSON Lines")
     export.add_argument("run_id")
@@ -35,6 +77,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from scripts.demo import demo as run_demo
 
         return run_demo(args.workflow)
+    if args.command == "config":
+        from scripts.config import show_config, show_reference
+
+        return show_reference() if args.reference else show_config(as_json=args.json)
     if args.command == "export":
         from scripts.export import export_run
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 from typing import Any
 
@@ -110,8 +109,8 @@ async def run_demo(workflow: str, url: str, key: str) -> int:
         return 0 if result["status"] == "SUCCESS" else 1
 
 
-def demo(workflow: str) -> int:
-    """Run the demo against the configured service."""
+def demo(workflow: str | None) -> int:
+    """Run the demo (default: FLOWTRAIL_DEMO_WORKFLOW) against the configured service."""
     settings = Settings.from_env()
-    key = os.environ.get("FLOWTRAIL_DEMO_KEY") or settings.api_keys[0].key
-    return asyncio.run(run_demo(workflow, f"http://{settings.host}:{settings.port}", key))
+    key = settings.commands.demo_key or settings.api_keys[0].key
+    return asyncio.run(run_demo(workflow or settings.commands.demo_workflow, f"http://{settings.host}:{settings.port}", key))

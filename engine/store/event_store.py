@@ -11,12 +11,12 @@ from typing import Any
 from uuid import UUID
 
 from eventsourcing.application import Application
-from eventsourcing.persistence import IntegrityError
+from eventsourcing.persistence import IntegrityError, PersistenceError
 
 from domain.catalogue import CATALOGUE_EVENT_TYPES
 from domain.events import RUN_EVENT_TYPES
 from domain.idempotency import IDEMPOTENCY_EVENT_TYPES
-from engine.store.location import APP_NAME, StoreLocation, ensure_schema, library_env
+from engine.store.location import APP_NAME, StoreLocation, check_reachable, ensure_schema, library_env
 from engine.store.mapper import MsgspecMapper
 
 STORED_EVENT_TYPES = (*RUN_EVENT_TYPES, *CATALOGUE_EVENT_TYPES, *IDEMPOTENCY_EVENT_TYPES)
@@ -25,6 +25,10 @@ PAGE = 1000
 
 class StoreError(Exception):
     """The event store failed or refused a write."""
+
+
+class StoreUnreachable(StoreError):
+    """The configured store cannot be opened; the message is one line naming where it is and why."""
 
 
 class ConcurrentAppend(StoreError):
@@ -47,8 +51,21 @@ class EventStore:
     def __init__(self, location: StoreLocation) -> None:
         self.location = location
         if location.kind == "postgres":
+            reason = check_reachable(location)
+            if reason is not None:
+                raise StoreUnreachable(
+                    f"FLOWTRAIL_DATABASE_URL: cannot reach PostgreSQL at {location.host}:{location.port} "
+                    f"(database {location.dbname!r}, user {location.user!r}): {reason}"
+                )
             ensure_schema(location)
-        self.app = FlowtrailApplication(env=library_env(location))
+        try:
+            self.app = FlowtrailApplication(env=library_env(location))
+        except (OSError, PersistenceError) as error:
+            if location.kind != "sqlite":
+                raise
+            raise StoreUnreachable(
+                f"FLOWTRAIL_DATABASE_URL: cannot open the SQLite file {location.sqlite_path}: {error}"
+            ) from None
         self.mapper: MsgspecMapper = self.app.mapper  # type: ignore[assignment]  # construct_mapper made it ours
         self.events_table: str = self.app.recorder.events_table_name  # type: ignore[attr-defined]  # both recorders have it; the base type does not say
 

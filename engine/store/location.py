@@ -9,6 +9,8 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
 APP_NAME = "flowtrail"
+CONNECT_TIMEOUT_SECONDS = 5
+"""How long any connection attempt to PostgreSQL may take (an unreachable server fails fast)."""
 
 
 def qualified_table(schema: str, table: str) -> str:
@@ -43,7 +45,7 @@ class StoreLocation:
         """Connection arguments for asyncpg."""
         return {
             "host": self.host, "port": self.port, "user": self.user,
-            "password": self.password or None, "database": self.dbname,
+            "password": self.password or None, "database": self.dbname, "timeout": CONNECT_TIMEOUT_SECONDS,
         }
 
 
@@ -94,8 +96,23 @@ def library_env(location: StoreLocation) -> dict[str, str]:
         "POSTGRES_POOL_SIZE": "6",
         "POSTGRES_MAX_OVERFLOW": "4",
         "POSTGRES_LOCK_TIMEOUT": "10",
+        "POSTGRES_CONNECT_TIMEOUT": str(CONNECT_TIMEOUT_SECONDS),
         "APPLICATION_RECORDER_TOPIC": "engine.store.postgres_recorder:ColumnArrayRecorder",
     }
+
+
+def check_reachable(location: StoreLocation) -> str | None:
+    """None when PostgreSQL at the location accepts a connection within the timeout, else the driver's reason."""
+    import psycopg
+
+    try:
+        psycopg.connect(
+            host=location.host, port=location.port, user=location.user, password=location.password or None,
+            dbname=location.dbname, connect_timeout=CONNECT_TIMEOUT_SECONDS,
+        ).close()
+    except psycopg.OperationalError as error:
+        return " ".join(str(error).split())
+    return None
 
 
 def ensure_schema(location: StoreLocation) -> None:
@@ -108,5 +125,6 @@ def ensure_schema(location: StoreLocation) -> None:
     with psycopg.connect(
         host=location.host, port=location.port, user=location.user,
         password=location.password or None, dbname=location.dbname, autocommit=True,
+        connect_timeout=CONNECT_TIMEOUT_SECONDS,
     ) as conn:
         conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(location.schema)))

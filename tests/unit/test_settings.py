@@ -1,31 +1,125 @@
-"""Settings from the environment: API keys are read strictly, so a typo cannot widen or share a key's access."""
+"""Settings from the environment: read once and strictly, so a typo can neither pass unnoticed nor widen access."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
 from engine.execution.models import parse_models
-from engine.settings import parse_api_keys
+from engine.settings import DEMO_KEY, Settings, SettingsError
+
+
+def keys_from(raw: str):
+    return Settings.from_env({"FLOWTRAIL_API_KEYS": raw}).api_keys
+
+
+def refusal(env: dict[str, str]) -> str:
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env(env)
+    message = str(refused.value)
+    assert "\n" not in message and refused.value.code == message
+    return message
+
+
+def test_with_nothing_set_the_settings_are_the_model_defaults_with_the_generated_demo_key():
+    settings = Settings.from_env({})
+    assert settings == Settings() and settings.demo_key_in_use and settings.api_keys == (DEMO_KEY,)
 
 
 def test_the_generated_demo_key_sees_all_runs():
-    keys, generated = parse_api_keys(None)
-    assert generated and [(k.key, k.key_id(), k.sees_all_runs) for k in keys] == [("demo-key", "demo", True)]
+    (key,) = Settings.from_env({}).api_keys
+    assert (key.key, key.key_id(), key.sees_all_runs) == ("demo-key", "demo", True)
+
+
+def test_values_are_converted_from_text_to_their_fields_types(tmp_path):
+    settings = Settings.from_env({
+        "FLOWTRAIL_PORT": "8080", "FLOWTRAIL_LOAD_DEMOS": "false", "FLOWTRAIL_CONTEXT_QUERY_ENABLED": "0",
+        "FLOWTRAIL_COALESCE_MS": "12.5", "FLOWTRAIL_WORKFLOWS_DIR": str(tmp_path), "FLOWTRAIL_DATA_DIR": "/var/ft",
+    })
+    assert (settings.port, settings.load_demos, settings.context.enabled, settings.stream.coalesce_ms) == (
+        8080, False, False, 12.5)
+    assert settings.workflows_dir == tmp_path and settings.store.database_url == "sqlite:////var/ft/flowtrail.db"
+
+
+def test_an_empty_variable_counts_as_unset():
+    assert Settings.from_env({"FLOWTRAIL_PORT": "", "FLOWTRAIL_WORKFLOWS_DIR": ""}) == Settings()
 
 
 def test_a_configured_key_sees_only_its_own_runs_unless_it_says_so():
-    keys, generated = parse_api_keys('[{"key": "a"}, {"key": "b", "seesAllRuns": true}]')
-    assert not generated and [k.sees_all_runs for k in keys] == [False, True]
+    keys = keys_from('[{"key": "a"}, {"key": "b", "seesAllRuns": true}]')
+    assert [k.sees_all_runs for k in keys] == [False, True]
+    assert not Settings.from_env({"FLOWTRAIL_API_KEYS": '[{"key": "a"}]'}).demo_key_in_use
 
 
 def test_a_key_without_an_id_is_named_by_a_hash_never_by_the_key_itself():
-    (key,), _ = parse_api_keys('[{"key": "s3cret-value"}]')
+    (key,) = keys_from('[{"key": "s3cret-value"}]')
     assert key.key_id().startswith("key-") and "s3cret" not in key.key_id()
 
 
-def test_two_keys_with_one_id_are_refused_at_start_up():
-    with pytest.raises(SystemExit, match="two keys share the id 'ops'"):
-        parse_api_keys('[{"key": "a", "id": "ops"}, {"key": "b", "id": "ops"}]')
+@pytest.mark.parametrize("variable,value,problem,accepted", [
+    ("FLOWTRAIL_LOAD_DEMOS", "ture", "got 'ture'", "true or false"),
+    ("FLOWTRAIL_CONTEXT_QUERY_ENABLED", "yes please", "got 'yes please'", "true or false"),
+    ("FLOWTRAIL_PORT", "80a", "got '80a'", "a whole number >= 0 and <= 65535"),
+    ("FLOWTRAIL_PORT", "70000", "got '70000'", "a whole number >= 0 and <= 65535"),
+    ("FLOWTRAIL_WRITE_THREADS", "2.5", "got '2.5'", "a whole number >= 1"),
+    ("FLOWTRAIL_KEEPALIVE_SECONDS", "soon", "got 'soon'", "a number > 0"),
+    ("FLOWTRAIL_HOT_BUFFER_MESSAGES", "100", "got '100'", "a whole number >= 5000"),
+    ("FLOWTRAIL_API_KEYS", "[]", "the list is empty", "a non-empty JSON list of keys"),
+    ("FLOWTRAIL_API_KEYS", '[{"key": "s3cret"', "not a valid JSON list", "accepted fields: key, workflowNames"),
+    ("FLOWTRAIL_API_KEYS", '[{"key": ""}]', "a key has an empty `key`", "a non-empty JSON list of keys"),
+    ("FLOWTRAIL_API_KEYS", '[{"key": "a", "id": "ops"}, {"key": "b", "id": "ops"}]',
+     "two keys share the id 'ops'", "distinct ids"),
+    ("FLOWTRAIL_DATABASE_URL", "mysql://root:pw@db/flowtrail", "the scheme 'mysql' is neither sqlite nor postgresql",
+     "postgresql://user[:password]@host[:port]/db"),
+    ("FLOWTRAIL_DATABASE_URL", "postgresql://u:pw@db:5o32/flowtrail", "Port could not be cast", "postgresql://"),
+    ("FLOWTRAIL_DATABASE_URL", "sqlite:///", "it names no SQLite file", "sqlite:///path.db"),
+    ("FLOWTRAIL_MODELS", "[{", "not a valid JSON list", "accepted fields: id, base_url, model, api_key_env"),
+    ("FLOWTRAIL_MODELS", json.dumps([{"id": "m", "base_url": "http://x/v1", "model": "x"}] * 2),
+     "the model id 'm' is reserved or configured twice", "distinct ids other than `scripted`"),
+    ("FLOWTRAIL_MODELS", json.dumps([{"id": "scripted", "base_url": "http://x/v1", "model": "x"}]),
+     "the model id 'scripted' is reserved", "distinct ids"),
+    ("FLOWTRAIL_DEFAULT_MODEL", "gpt-9", "'gpt-9' is not a configured model", "one of 'scripted'"),
+    ("FLOWTRAIL_WORKFLOWS_DIR", "/no/such/flows", "'/no/such/flows' is not a directory", "an existing directory"),
+    ("FLOWTRAIL_LOAD_DEMO", "true", "no such setting (did you mean FLOWTRAIL_LOAD_DEMOS?)", "`flowtrail config`"),
+    ("FLOWTRAIL_HOST", "0.0.0.0", "'0.0.0.0' is not a loopback address and FLOWTRAIL_API_KEYS is unset",
+     "FLOWTRAIL_ALLOW_DEMO_KEY_ON_NETWORK=true"),
+])
+def test_a_bad_setting_is_refused_in_one_line_naming_the_variable_the_problem_and_what_is_accepted(
+    variable, value, problem, accepted,
+):
+    message = refusal({variable: value})
+    assert message.startswith(f"{variable}: {problem}") and accepted in message.split("; accepted: ", 1)[1]
+    assert "s3cret" not in message and "pw" not in message
+
+
+def test_every_unknown_variable_is_named_in_the_one_line():
+    assert refusal({"FLOWTRAIL_PROT": "1", "FLOWTRAIL_ZZZ": "2"}).startswith(
+        "FLOWTRAIL_PROT, FLOWTRAIL_ZZZ: no such settings (did you mean FLOWTRAIL_PORT?)")
+
+
+def test_the_test_suites_and_the_benches_own_variables_and_a_models_key_variable_are_not_settings_typos():
+    models = json.dumps([{"id": "m", "base_url": "http://x/v1", "model": "x", "api_key_env": "FLOWTRAIL_OPENAI_KEY"}])
+    settings = Settings.from_env({"FLOWTRAIL_TEST_PG": "postgresql://x", "FLOWTRAIL_BENCH_PG": "postgresql://y",
+                                  "FLOWTRAIL_MODELS": models, "FLOWTRAIL_OPENAI_KEY": "sk-1",
+                                  "FLOWTRAIL_DEFAULT_MODEL": "m"})
+    assert settings.engine.default_model_id == "m"
+
+
+@pytest.mark.parametrize("env", [
+    {"FLOWTRAIL_HOST": "0.0.0.0", "FLOWTRAIL_ALLOW_DEMO_KEY_ON_NETWORK": "true"},
+    {"FLOWTRAIL_HOST": "0.0.0.0", "FLOWTRAIL_API_KEYS": '[{"key": "long-random-secret"}]'},
+    {"FLOWTRAIL_HOST": "::1"},
+    {"FLOWTRAIL_HOST": "localhost"},
+    {"FLOWTRAIL_HOST": "127.0.0.2"},
+])
+def test_the_demo_key_is_served_beyond_loopback_only_when_a_variable_says_so(env):
+    assert Settings.from_env(env).host == env["FLOWTRAIL_HOST"]
+
+
+def test_a_refused_setting_ends_a_caller_that_does_not_catch_it_with_its_message():
+    with pytest.raises(SystemExit, match="FLOWTRAIL_PORT: got 'x'"):
+        Settings.from_env({"FLOWTRAIL_PORT": "x"})
 
 
 KEYS_ACCEPT = "accepted fields: key, workflowNames, workflowIds, id, seesAllRuns"
@@ -33,11 +127,11 @@ MODELS_ACCEPT = "accepted fields: id, base_url, model, api_key_env"
 
 
 @pytest.mark.parametrize("parse,variable,raw,field,accepted", [
-    (parse_api_keys, "FLOWTRAIL_API_KEYS", '[{"key": "abc", "workflow_names": ["demo-report"]}]', "workflow_names",
+    (keys_from, "FLOWTRAIL_API_KEYS", '[{"key": "abc", "workflow_names": ["demo-report"]}]', "workflow_names",
      KEYS_ACCEPT),
-    (parse_api_keys, "FLOWTRAIL_API_KEYS", '[{"key": "abc", "workflowName": ["demo-report"]}]', "workflowName",
+    (keys_from, "FLOWTRAIL_API_KEYS", '[{"key": "abc", "workflowName": ["demo-report"]}]', "workflowName",
      KEYS_ACCEPT),
-    (parse_api_keys, "FLOWTRAIL_API_KEYS", '[{"key": "abc", "sees_all_runs": true}]', "sees_all_runs", KEYS_ACCEPT),
+    (keys_from, "FLOWTRAIL_API_KEYS", '[{"key": "abc", "sees_all_runs": true}]', "sees_all_runs", KEYS_ACCEPT),
     (parse_models, "FLOWTRAIL_MODELS",
      '[{"id": "m", "baseUrl": "http://127.0.0.1:1/v1", "base_url": "http://127.0.0.1:1/v1", "model": "x"}]', "baseUrl",
      MODELS_ACCEPT),
@@ -47,7 +141,7 @@ MODELS_ACCEPT = "accepted fields: id, base_url, model, api_key_env"
 def test_an_unknown_field_of_a_json_setting_is_refused_in_one_line_naming_it_and_the_accepted_ones(
     parse, variable, raw, field, accepted,
 ):
-    with pytest.raises(SystemExit) as refused:
+    with pytest.raises(SettingsError) as refused:
         parse(raw)
     message = str(refused.value)
     assert "\n" not in message and message.startswith(variable)

@@ -1,0 +1,93 @@
+"""`flowtrail config`: the effective settings with secrets masked, and the settings reference (README table)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import msgspec
+
+from engine.settings import ApiKey, Settings, Variable, accepted_values, value_at, variables
+
+MASK = "***"
+
+
+def masked(variable: Variable, value: Any) -> Any:
+    """A setting's value as JSON-ready data, with every secret in it replaced by ***."""
+    if value is None:
+        return None
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, tuple) and all(isinstance(item, ApiKey) for item in value):
+        return [{**msgspec.to_builtins(item), "key": MASK, "id": item.key_id()} for item in value]
+    if variable.name == "FLOWTRAIL_DATABASE_URL":
+        return _url_without_password(value)
+    if variable.secret and value:
+        return MASK
+    return value
+
+
+def _url_without_password(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username or ''}:{MASK}@{parts.hostname or ''}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def effective(settings: Settings, environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """Each variable's effective (masked) value and whether it came from the environment or the default."""
+    return {
+        v.name: {
+            "value": masked(v, value_at(settings, v.path)),
+            "source": "environment" if environ.get(v.name) else "default",
+        }
+        for v in variables()
+    }
+
+
+def text_line(name: str, entry: Mapping[str, Any]) -> str:
+    """`NAME=value`, as an environment file would say it, marked when it is the default."""
+    value = entry["value"]
+    shown = "" if value is None else value if isinstance(value, str) else json.dumps(value)
+    return f"{name}={shown}" + ("  # default" if entry["source"] == "default" else "")
+
+
+def show_config(*, as_json: bool = False) -> int:
+    """Print the effective settings (secrets masked); a bad setting is a SettingsError like at start-up."""
+    found = effective(Settings.from_env(), os.environ)
+    if as_json:
+        print(json.dumps(found, indent=2))
+    else:
+        print("\n".join(text_line(name, entry) for name, entry in found.items()))
+    return 0
+
+
+def _default_text(variable: Variable) -> str:
+    if variable.name == "FLOWTRAIL_API_KEYS" or variable.default in (None, ""):
+        return "unset"
+    default = variable.default
+    if isinstance(default, bool):
+        return f"`{str(default).lower()}`"
+    if isinstance(default, float):
+        return f"`{default:g}`"
+    return f"`{default}`"
+
+
+def reference_table() -> str:
+    """The README's settings table, generated from the settings model."""
+    rows = ["| variable | default | accepts | meaning |", "|---|---|---|---|"]
+    for v in variables():
+        meaning = v.description.replace("|", "\\|")
+        rows.append(f"| `{v.name}` | {_default_text(v)} | {accepted_values(v.hint)} | {meaning} |")
+    return "\n".join(rows)
+
+
+def show_reference() -> int:
+    """Print the settings reference (the README's Configuration table)."""
+    print(reference_table())
+    return 0
