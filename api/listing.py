@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -95,7 +96,7 @@ def list_item(row: RunRow) -> RunListItem:
     )
 
 
-def visible_query(caller: ApiKey, *, limit: int, statuses: list[str] | None, created_after: str | None,
+def visible_query(caller: ApiKey, *, limit: int, statuses: Sequence[str] | None, created_after: str | None,
                   created_before: str | None, cursor: str | None, workflow_id: int | None = None,
                   workflow_name: str | None = None) -> RunQuery:
     """The query of one page: the key's scope, its own runs unless it sees all, and the filters."""
@@ -141,7 +142,7 @@ class RunListController(Controller):
 
 
 async def workflow_run_page(
-    workflow_name: str, caller: ApiKey, catalogue: Catalogue, read_model: ReadModel, *, status: list[str] | None,
+    workflow_name: str, caller: ApiKey, catalogue: Catalogue, read_model: ReadModel, *, status: Sequence[str] | None,
     created_after: str | None, created_before: str | None, limit: int, cursor: str | None,
 ) -> Envelope[RunPage]:
     """One page of a workflow's runs (by name, else numeric id; WORKFLOW_NOT_FOUND outside the key's scope).

@@ -10,7 +10,7 @@ transaction, so a row is always the fold of its run's events 1..last_event_id.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -44,7 +44,8 @@ class RunRows:
         self.recorder = recorder
         self.mapper = mapper
         if isinstance(recorder, SqliteRunRows):
-            self._mark, self._table, self._run_key = "?", ROWS_TABLE, _hex
+            self._mark, self._table = "?", ROWS_TABLE
+            self._run_key: Callable[[UUID], str | UUID] = _hex
         else:
             schema = recorder.datastore.schema.replace('"', '""')
             self._mark, self._table, self._run_key = "%s", f'"{schema}".{ROWS_TABLE}', _uuid
@@ -89,9 +90,9 @@ class RunRows:
         tracking = tracking_of(notification_id)
         if tracking is None:
             return
-        current = self.recorder._max_tracking_id(TRACKING_NAME, curs)  # noqa: SLF001 - the library's in-transaction read
+        current = self.recorder._max_tracking_id(TRACKING_NAME, curs)  # the library's in-transaction read
         if current is None or tracking.notification_id > current:
-            self.recorder._insert_tracking(curs, tracking)  # noqa: SLF001 - the library's in-transaction write
+            self.recorder._insert_tracking(curs, tracking)  # the library's in-transaction write
 
     def replace_all(self, rows: Sequence[RunRow], notification_id: int | None) -> None:
         """Replace every row and the tracking position in one transaction (a rebuild from the log)."""
@@ -113,9 +114,9 @@ class RunRows:
         return self.recorder.max_tracking_id(TRACKING_NAME) or 0
 
 
-def _hex(run_id: UUID) -> str:
+def _hex(run_id: UUID) -> str | UUID:
     return run_id.hex
 
 
-def _uuid(run_id: UUID) -> UUID:
+def _uuid(run_id: UUID) -> str | UUID:
     return run_id
