@@ -102,6 +102,11 @@ class RunRows:
                 curs.executemany(self._upsert, [row_values(r) for r in rows])
             self._track(curs, notification_id)
 
+    def put(self, rows: Sequence[RunRow]) -> None:
+        """Write rows as they are, in one transaction, tracking nothing (benches fill the table this way)."""
+        with self.recorder.datastore.transaction(commit=True) as curs:
+            curs.executemany(self._upsert, [row_values(r) for r in rows])
+
     def row(self, run_id: UUID) -> RunRow | None:
         """The stored row of a run."""
         with self.recorder.datastore.transaction(commit=False) as curs:
