@@ -18,6 +18,10 @@ client-side latency of the whole HTTP answer, and beside it the read model's que
 * `own+status`  - a key that sees only its own runs, `status=RUNNING`, limit 200;
 * `after`       - `createdAfter` an hour before the newest run (the last 3,600 runs).
 
+A second table prices the synchronous feed (decision 21): the latency of appending one
+`RunStarted` to a run, `--requests` times, through a bare `EventStore` without the feed and
+with it (`after_append` folding into the table, as the service wires it).
+
     python -m bench.listing [--store both|sqlite|postgres] [--sizes 1000,10000,100000] [--requests 300]
 """
 
@@ -41,9 +45,11 @@ from bench.figures import ms, percentile, print_table, verdict
 from bench.machine import free_port
 from bench.service import Service, settings_for
 from bench.stores import Store
-from engine.readmodel import RunQuery
+from domain import events as ev
+from engine.readmodel import RunQuery, run_rows
 from engine.readmodel.table import micros
 from engine.settings import ApiKey
+from engine.store import EventStore, parse_database_url
 from projections.run_row import RunRow
 
 TARGET_P99_MS = 10.0
@@ -160,6 +166,34 @@ async def run_store(kind: str, sizes: list[int], requests: int) -> list[dict[str
     return results
 
 
+def append_latencies(kind: str, n: int) -> list[dict[str, Any]]:
+    """p50/p99 of one-event appends without and with the read model's feed."""
+    store = Store(kind, Path(tempfile.mkdtemp(prefix="flowtrail-feed-")))
+    figures = []
+    try:
+        log = EventStore(parse_database_url(store.url))
+        rows = run_rows(log)
+        for fed in (False, True):
+            log.after_append = (lambda events, ids: rows.apply(events, ids[-1], track=kind == "sqlite")) if fed else None
+            took = []
+            for _ in range(n + WARM_UP):
+                run_id, now = uuid.uuid4(), datetime.now(UTC)
+                log.append_to_stream([ev.RunCreated(
+                    originator_id=run_id, originator_version=1, timestamp=now, workflow_id=1, workflow_name="alpha",
+                    workflow_version=1, display_name="Alpha", mode="DAG", caller_key_id="ops",
+                )])
+                began = time.perf_counter()
+                log.append_to_stream([ev.RunStarted(originator_id=run_id, originator_version=2, timestamp=now)])
+                took.append(time.perf_counter() - began)
+            took = took[WARM_UP:]
+            figures.append({"store": kind, "feed": "with" if fed else "without",
+                            "append p50 ms": ms(percentile(took, 50)), "append p99 ms": ms(percentile(took, 99))})
+        log.close()
+    finally:
+        store.drop()
+    return figures
+
+
 def _flow(name: str) -> dict[str, Any]:
     return {
         "name": name, "displayName": name.title(), "mode": "DAG",
@@ -177,6 +211,8 @@ async def run(kinds: list[str], sizes: str, requests: int) -> list[dict[str, Any
     for kind in kinds:
         results.extend(await run_store(kind, wanted, requests))
     print_table("Listing: one page of GET /api/v1/runs", results)
+    print_table("Appending one event, without and with the read model's feed",
+                [f for kind in kinds for f in append_latencies(kind, requests)])
     largest = [r for r in results if r["store"] == "postgres" and r["runs"] == max(wanted)]
     if largest:
         worst = max(r["HTTP p99 ms"] for r in largest)
