@@ -107,13 +107,6 @@ class RunRows:
         with self.recorder.datastore.transaction(commit=True) as curs:
             curs.executemany(self._upsert, [row_values(r) for r in rows])
 
-    def row(self, run_id: UUID) -> RunRow | None:
-        """The stored row of a run."""
-        with self.recorder.datastore.transaction(commit=False) as curs:
-            curs.execute(self._select_one, (run_id.hex,))
-            found = curs.fetchone()
-        return row_of([found[c] for c in COLUMNS]) if found is not None else None
-
     def tracking_position(self) -> int:
         """The log position the rows are tracked at (0: none)."""
         return self.recorder.max_tracking_id(TRACKING_NAME) or 0

@@ -46,6 +46,7 @@ INDEXES = {
     "status": "(status, created_us, run_id)",
 }
 """Keyset pagination runs backwards along (created_us, run_id) after the equality filters."""
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def micros(at: datetime | None) -> int | None:
@@ -61,9 +62,6 @@ def micros(at: datetime | None) -> int | None:
 def from_micros(value: int | None) -> datetime | None:
     """The UTC time of a microsecond count."""
     return None if value is None else datetime.fromtimestamp(value // 1_000_000, UTC).replace(microsecond=value % 1_000_000)
-
-
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def row_values(row: RunRow) -> tuple[Any, ...]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from functools import partial
 from uuid import UUID
 
@@ -75,6 +75,10 @@ async def test_the_row_of_a_run_that_finished_has_its_status_times_tokens_and_la
     await writer.decide(partial(model_called, prompt=11, completion=3), partial(model_called, prompt=5, completion=2))
     await writer.decide(partial(decide.complete_run, output={"status": 200}))
     [item] = (await listed(api, createdAfter=since))["items"]
+    async with api.client(key=DEMO_KEY) as http:
+        served = (await http.get(f"{MILITARY_RUNS}/{run_id}")).json()["data"]
+    assert {k: item[k] for k in ("status", "createdAt", "startedAt", "completedAt")} == {
+        k: served[k] for k in ("status", "createdAt", "startedAt", "completedAt")}
     assert (item["status"], item["promptTokens"], item["completionTokens"]) == ("SUCCESS", 16, 5)
     assert item["startedAt"] is not None and item["completedAt"] is not None
     assert item["lastEventId"] == await api.services.store.last_position(UUID(run_id)) == 5
@@ -119,6 +123,14 @@ async def test_filters_by_status_workflow_and_creation_time(api):
     assert ids == [report, military]
     ids = [i["runId"] for i in await every_page(api, path=REPORT_RUNS, createdAfter=since, limit=1)]
     assert ids == [started, report]
+
+
+async def test_creation_bounds_take_a_Z_or_an_offset(api):
+    since = datetime.now(UTC)
+    run_id = await create(api)
+    assert [i["runId"] for i in await every_page(api, createdAfter=since.strftime("%Y-%m-%dT%H:%M:%S.%fZ"))] == [run_id]
+    assert await every_page(api, createdAfter=since.astimezone(timezone(timedelta(hours=8))).isoformat(),
+                            createdBefore=since.isoformat()) == []
 
 
 async def test_a_key_lists_only_its_own_runs_of_its_workflows_unless_it_sees_all_runs(api):
