@@ -8,6 +8,7 @@ from api.audit import AuditController
 from api.clarify import ClarifyController
 from api.context import ContextQueryController
 from api.health import health
+from api.listing import RunListController
 from api.runs import RunController
 from api.streams import RunStreamController
 from api.workflows import WorkflowController
@@ -17,6 +18,7 @@ CONTROLLERS: list[ControllerRouterHandler] = [
     AuditController,
     WorkflowController,
     RunController,
+    RunListController,
     RunStreamController,
     ClarifyController,
     ContextQueryController,

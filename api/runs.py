@@ -1,4 +1,4 @@
-"""/api/v1/workflows/{workflowName}/runs: create, start, read, node logs, workspace zip, cancel.
+"""/api/v1/workflows/{workflowName}/runs: list, create, start, read, node logs, workspace zip, cancel.
 
 Every handler checks the caller's key first and the run's visibility to that key next;
 request bodies are read by hand after that, so an unknown key never gets past a 401.
@@ -21,6 +21,7 @@ from api.dependencies import Injected, require_engine, run_in_workflow, visible_
 from api.downloads import measure_workspace, zip_chunks
 from api.envelope import Envelope, ok
 from api.idempotency import idempotent_request
+from api.listing import DEFAULT_LIMIT, CreatedAfter, CreatedBefore, Cursor, Limit, StatusFilter, workflow_run_page
 from api.paths import WORKFLOW_RUNS
 from api.schemas import (
     CancelOutcome,
@@ -29,6 +30,7 @@ from api.schemas import (
     CreateRunRequest,
     LogEntry,
     NodeIdInPath,
+    RunPage,
     RunView,
     StartedRun,
     WorkflowNameInPath,
@@ -47,6 +49,7 @@ from domain.run import check_startable
 from engine.catalogue import Catalogue, WorkflowNotFound
 from engine.context.views import ContextReader
 from engine.execution import RunExecutor
+from engine.readmodel import ReadModel
 from engine.runs.creation import Creation, NewRun
 from engine.runs.service import RunService
 from engine.settings import ApiKey, Settings
@@ -192,6 +195,22 @@ class RunController(Controller):
         status = 200 if creation.replayed else 201
         headers = {"Idempotent-Replayed": "true"} if creation.replayed else {}
         return Response(ok(created_view(hot.summary)), status_code=status, headers=headers)  # type: ignore[return-value]  # 201 or 200 with the same envelope
+
+    @get(
+        operation_id="listWorkflowRuns",
+        summary="List the runs of one workflow this API key may see, newest first",
+        responses=error_responses(400, 404),
+    )
+    async def list_runs(
+        self, workflow_name: WorkflowNameInPath, caller: Injected[ApiKey], catalogue: Injected[Catalogue],
+        read_model: Injected[ReadModel], status: StatusFilter = None, created_after: CreatedAfter = None,
+        created_before: CreatedBefore = None, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None,
+    ) -> Envelope[RunPage]:
+        """The workflow's runs in the key's scope (its own unless it sees all runs), filtered, one page at a time."""
+        return await workflow_run_page(
+            workflow_name, caller, catalogue, read_model, status=status, created_after=created_after,
+            created_before=created_before, limit=limit, cursor=cursor,
+        )
 
     @post(
         "/{runId:str}/start",

@@ -185,6 +185,33 @@ class CancelResult(Camel):
     cancelled: bool
 
 
+class RunListItem(Camel):
+    """One run in a listing: the stored run row (`projections.run_row.RunRow`)."""
+
+    run_id: str
+    workflow_name: str
+    workflow_id: int
+    workflow_version: int
+    status: RunStatusName
+    owner_key_id: str
+    cancel_requested: bool
+    cancelled: bool
+    created_at: str
+    started_at: str | None
+    completed_at: str | None
+    error_code: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    last_event_id: int
+
+
+class RunPage(Camel):
+    """One page of a run listing, newest first; `nextCursor` fetches the next (null: this is the last)."""
+
+    items: list[RunListItem]
+    next_cursor: str | None
+
+
 # --- OpenAPI helpers ------------------------------------------------------------------
 
 ERROR_DESCRIPTIONS = {

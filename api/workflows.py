@@ -1,13 +1,13 @@
-"""GET /api/v1/workflows: the workflows the caller's key may use."""
+"""GET /api/v1/workflows and /workflows/{workflowName}: the workflows the caller's key may use."""
 
 from __future__ import annotations
 
 from litestar import Controller, get
 
-from api.dependencies import Injected
+from api.dependencies import Injected, visible_workflow
 from api.envelope import Envelope, ok
 from api.paths import WORKFLOWS
-from api.schemas import WorkflowInputView, WorkflowOutputView, WorkflowView, error_responses
+from api.schemas import WorkflowInputView, WorkflowNameInPath, WorkflowOutputView, WorkflowView, error_responses
 from domain.catalogue import WorkflowEntry
 from domain.workflow import workflow_inputs, workflow_outputs
 from engine.access import may_use
@@ -52,3 +52,15 @@ class WorkflowController(Controller):
         """Every workflow in the key's scope, with its declared inputs and outputs."""
         entries = [e for e in catalogue.all() if may_use(caller, e.name, e.workflow_id)]
         return ok([workflow_view(e) for e in entries])
+
+    @get(
+        "/{workflowName:str}",
+        operation_id="getWorkflow",
+        summary="One workflow this API key may use",
+        responses=error_responses(404),
+    )
+    async def get_workflow(
+        self, workflow_name: WorkflowNameInPath, caller: Injected[ApiKey], catalogue: Injected[Catalogue]
+    ) -> Envelope[WorkflowView]:
+        """The workflow by name, else numeric id, as listWorkflows shows it; 404 WORKFLOW_NOT_FOUND outside the key's scope."""
+        return ok(workflow_view(visible_workflow(catalogue, caller, workflow_name)))

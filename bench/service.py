@@ -27,6 +27,7 @@ from bench.stores import Store
 from domain import events as ev
 from domain import run as decide
 from engine.bootstrap import build_services, tune_collector
+from engine.readmodel import ReadModel
 from engine.runs.creation import NewRun
 from engine.settings import Settings, StoreSettings
 from engine.store import AsyncEventStore
@@ -80,6 +81,11 @@ class Service:
     def store(self) -> AsyncEventStore:
         """The event store the service writes to."""
         return self._services.store
+
+    @property
+    def read_model(self) -> ReadModel:
+        """The run read model the service lists runs from."""
+        return self._services.read_model
 
     async def started_run(self) -> tuple[UUID, RunWriter]:
         """A new run of the bench workflow (FLOW), started: its id and its writer."""

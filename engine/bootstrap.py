@@ -16,6 +16,7 @@ from engine.context.tokens import ContextTokens
 from engine.context.views import ContextReader
 from engine.execution import Engine, RunExecutor
 from engine.execution.models import build_registry
+from engine.readmodel import ReadModel
 from engine.runs.service import RunService
 from engine.settings import Settings
 from engine.store import AsyncEventStore, EventStore, parse_database_url
@@ -41,6 +42,7 @@ class Services:
     tokens: ContextTokens
     context: ContextReader
     context_tools: VisitContextTools
+    read_model: ReadModel
     tail: PostgresTail | None = None
     engine: RunExecutor | None = None
     _sweepers: list[asyncio.Task[None]] = field(default_factory=list)
@@ -48,6 +50,7 @@ class Services:
     async def start(self) -> None:
         """Open connections, load the catalogue and begin the live tail."""
         await self.store.start()
+        await asyncio.to_thread(self.read_model.start)
         await self.catalogue.load()
         if self.settings.load_demos:
             await self.catalogue.publish_directory(DEMO_DIR)
@@ -87,6 +90,7 @@ class Services:
         await self.runs.close()
         if self.tail is not None:
             await self.tail.close()
+        await asyncio.to_thread(self.read_model.close)
         await self.store.close()
 
 
@@ -152,5 +156,5 @@ def build_services(settings: Settings, *, encode_frame: FrameEncoder) -> Service
             runs, hub, tokens, enabled=settings.context.enabled,
             hot_retention_seconds=settings.context.hot_retention_seconds,
         ),
-        context_tools=context_tools,
+        context_tools=context_tools, read_model=ReadModel(store),
     )

@@ -9,17 +9,19 @@ import msgspec
 
 from domain.events import RunEvent
 from projections.paths import predecessor_paths
+from projections.run_row import RunRow, fold_row, row_view
 from projections.sse import SseMessage, SseProjection
 from projections.summary import RunSummary, node_list
 from projections.visits import VisitIndex, visit_snapshot
 from projections.wire import encode
 
 
-def projection_views(summary: RunSummary, index: VisitIndex) -> dict[str, Any]:
-    """The run summary, the node list, every visit and every visit's predecessor paths, as decoded JSON."""
+def projection_views(summary: RunSummary, index: VisitIndex, row: RunRow | None) -> dict[str, Any]:
+    """The run summary, its listing row, the node list, every visit and every visit's predecessor paths, as decoded JSON."""
     visits = index.in_order()
     return msgspec.json.decode(encode({
         "summary": summary.as_dict(),
+        "runRow": row_view(row),
         "nodes": node_list(index),
         "visits": [visit_snapshot(v) for v in visits],
         "paths": {v.visit_uuid: predecessor_paths(index, v.visit_uuid) for v in visits},
@@ -28,13 +30,14 @@ def projection_views(summary: RunSummary, index: VisitIndex) -> dict[str, Any]:
 
 def rebuild(events: Iterable[RunEvent]) -> tuple[dict[str, Any], list[SseMessage]]:
     """Every projection folded afresh from the log: (views, SSE messages)."""
-    summary, sse, messages = RunSummary(), SseProjection(), []
+    summary, sse, messages, row = RunSummary(), SseProjection(), [], None
     for event in events:
         summary.apply(event)
+        row = fold_row(row, event)
         message = sse.apply(event)
         if message is not None:
             messages.append(message)
-    return projection_views(summary, sse.index), messages
+    return projection_views(summary, sse.index, row), messages
 
 
 def diff(expected: Any, actual: Any, where: str = "$") -> list[str]:

@@ -1,4 +1,4 @@
-"""The `flowtrail` command: serve, demo, audit, export, config."""
+"""The `flowtrail` command: serve, demo, audit, export, config, rebuild-read-model."""
 
 from __future__ import annotations
 
@@ -68,6 +68,8 @@ def run_command(argv: Sequence[str] | None = None) -> int:
     audit.add_argument("--url", default=None, help="base URL of the running service (default: from FLOWTRAIL_HOST/PORT)")
     audit.add_argument("--key", default=None, help="API key (default: FLOWTRAIL_AUDIT_KEY, else the first configured key)")
 
+    commands.add_parser("rebuild-read-model", help="fold every run's listing row afresh from the log and replace the stored rows")
+
     args = parser.parse_args(argv)
     if args.command == "serve":
         from scripts.serve import serve
@@ -89,6 +91,10 @@ def run_command(argv: Sequence[str] | None = None) -> int:
         from scripts.audit import audit_run
 
         return audit_run(args.run_id, url=args.url, key=args.key)
+    if args.command == "rebuild-read-model":
+        from scripts.rebuild_read_model import rebuild_read_model
+
+        return rebuild_read_model()
     parser.error(f"unknown command {args.command}")
     return 2
 

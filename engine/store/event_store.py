@@ -6,7 +6,7 @@ threads and reads around the library where that is faster.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -68,6 +68,8 @@ class EventStore:
             ) from None
         self.mapper: MsgspecMapper = self.app.mapper  # type: ignore[assignment]  # construct_mapper made it ours
         self.events_table: str = self.app.recorder.events_table_name  # type: ignore[attr-defined]  # both recorders have it; the base type does not say
+        self.after_append: Callable[[Sequence[Any], list[int]], None] | None = None
+        """Called with each append's events and notification ids once they are stored (the run read model's feed)."""
 
     def append_to_stream(self, events: Sequence[Any]) -> list[int]:
         """Append events at their streams' positions (all or none); returns their notification ids.
@@ -86,7 +88,10 @@ class EventStore:
             raise ConcurrentAppend(
                 f"stream {events[0].originator_id.hex} already has position {events[0].originator_version}"
             ) from exc
-        return list(ids or ())
+        stored = list(ids or ())
+        if self.after_append is not None:
+            self.after_append(events, stored)
+        return stored
 
     def read_stream(self, stream_id: UUID, *, after: int = 0, upto: int | None = None,
                     limit: int | None = None) -> list[Any]:

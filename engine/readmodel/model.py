@@ -1,0 +1,151 @@
+"""The run read model: the table, how it is fed, how it is read and how it is rebuilt.
+
+Feeding (docs/decisions/0021-run-read-model.md): every append this process makes is folded into
+the rows right after it is stored, on the same writer thread, before the append's caller
+resumes; so a client sees its own writes in the listing at once, on both stores. On
+PostgreSQL the library's `ProjectionRunner` also follows the notification log, so appends
+by other processes reach the rows (and a row this process failed to write is repaired).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import Tracking
+from eventsourcing.projection import Projection, ProjectionRunner
+
+from domain import events as ev
+from engine.readmodel.listing import PostgresRowReader, RunQuery, SqliteRowReader
+from engine.readmodel.rows import RunRows
+from engine.readmodel.table import ROWS_TABLE, PostgresRunRows, SqliteRunRows
+from engine.store import AsyncEventStore, EventStore
+from engine.store.event_store import STORED_EVENT_TYPES, FlowtrailApplication
+from engine.store.location import APP_NAME, library_env, qualified_table
+from engine.store.mapper import MsgspecMapper
+from projections.run_row import RunRow, fold_rows
+
+log = logging.getLogger("flowtrail.readmodel")
+RUN_TAGS = tuple(str(t.__struct_config__.tag) for t in ev.RUN_EVENT_TYPES)
+RUNNER_TOPICS = tuple(tag for tag in RUN_TAGS if tag != "NodeStreamed")
+"""What the runner follows: every run event but stream chunks (they move only `last_event_id`; the next
+other event catches the row up from the stream)."""
+REBUILD_PAGE = 5000
+
+
+class RunRowProjection(Projection[PostgresRunRows]):
+    """The library's projection of the log into the run rows, one event and its tracking per transaction."""
+
+    name = ROWS_TABLE
+    topics = RUNNER_TOPICS
+
+    def __init__(self, view: PostgresRunRows) -> None:
+        super().__init__(view)
+        self.rows = RunRows(view, events_table=f"{APP_NAME}_events", mapper=MsgspecMapper(STORED_EVENT_TYPES))
+
+    def process_event(self, domain_event: Any, tracking: Tracking) -> None:
+        """Fold the event into its run's row and record its position, in one transaction."""
+        self.rows.apply([domain_event], tracking.notification_id, track=True)
+
+
+class ReadModel:
+    """The run rows of one store: fed after each append, read by pages, rebuilt from the log."""
+
+    def __init__(self, store: AsyncEventStore) -> None:
+        self.store = store
+        self.kind = store.location.kind
+        self.rows = run_rows(store.sync)
+        self.reader: SqliteRowReader | PostgresRowReader
+        if store.location.sqlite_path is not None:
+            self.reader = SqliteRowReader(store.location.sqlite_path, ROWS_TABLE)
+        else:
+            self.reader = PostgresRowReader(lambda: store.pool, qualified_table(store.location.schema, ROWS_TABLE))
+        self.runner: ProjectionRunner[Any, PostgresRunRows] | None = None
+        store.sync.after_append = self.feed
+
+    def feed(self, events: Sequence[Any], notification_ids: Sequence[int]) -> None:
+        """Fold an append this process just stored (on its writer thread); a failure is logged, never raised.
+
+        On SQLite the feed also tracks the position; on PostgreSQL the runner does.
+        """
+        try:
+            self.rows.apply(events, notification_ids[-1] if notification_ids else None, track=self.kind == "sqlite")
+        except Exception:
+            log.exception("the run read model missed an append; `flowtrail rebuild-read-model` repairs it")
+
+    def start(self) -> None:
+        """Catch up with the log (SQLite), or start the runner that follows it (PostgreSQL)."""
+        if self.kind == "sqlite":
+            self.catch_up()
+            return
+        env = {**library_env(self.store.location), "POSTGRES_POOL_SIZE": "1", "POSTGRES_MAX_OVERFLOW": "1"}
+        self.runner = ProjectionRunner(
+            application_class=FlowtrailApplication, projection_class=RunRowProjection,
+            view_class=PostgresRunRows, env=env,
+        )
+        self.runner.__enter__()
+
+    def catch_up(self) -> int:
+        """Fold every run event after the tracked position (idempotent); how many were read."""
+        after, seen = self.rows.tracking_position(), 0
+        recorder, mapper = self.store.sync.app.recorder, self.store.sync.mapper
+        while True:
+            notes = recorder.select_notifications(after + 1, REBUILD_PAGE, topics=RUN_TAGS)
+            if not notes:
+                return seen
+            self.rows.apply([mapper.to_domain_event(n) for n in notes], notes[-1].id, track=True)
+            after, seen = notes[-1].id, seen + len(notes)
+
+    async def page(self, query: RunQuery) -> list[RunRow]:
+        """One page of rows (up to limit + 1), newest first."""
+        return await self.reader.page(query)
+
+    async def row(self, run_id: UUID) -> RunRow | None:
+        """A run's stored row."""
+        return await self.reader.row(run_id.hex)
+
+    def close(self) -> None:
+        """Stop the runner and the reader threads."""
+        self.store.sync.after_append = None
+        if self.runner is not None:
+            try:
+                self.runner.__exit__(None, None, None)
+            except Exception:
+                log.exception("the run read model's runner stopped with an error")
+        self.reader.close()
+
+
+def rebuilt_rows(store: EventStore) -> tuple[list[RunRow], int]:
+    """Every run's row folded afresh from the log, and the log position they reflect."""
+    rows: dict[UUID, RunRow | None] = {}
+    after = 0
+    last = store.last_notification_id()
+    while True:
+        notes = store.app.recorder.select_notifications(after + 1, REBUILD_PAGE, stop=last, topics=RUN_TAGS)
+        for note in notes:
+            event = store.mapper.to_domain_event(note)
+            rows[event.originator_id] = fold_rows(rows.get(event.originator_id), [event])
+        if len(notes) < REBUILD_PAGE:
+            return [r for r in rows.values() if r is not None], last
+        after = notes[-1].id
+
+
+def rebuild(store: EventStore) -> int:
+    """Replace every row with its fold from the log (one transaction); how many rows there are."""
+    rows, position = rebuilt_rows(store)
+    run_rows(store).replace_all(rows, position)
+    return len(rows)
+
+
+def run_rows(store: EventStore) -> RunRows:
+    """The run-row table's writer over a store's own connections (the table is created if missing)."""
+    factory: Any = store.app.factory
+    recorder: SqliteRunRows | PostgresRunRows
+    if store.location.kind == "sqlite":
+        recorder = factory.tracking_recorder(SqliteRunRows)
+    else:
+        recorder = PostgresRunRows(datastore=factory.datastore, tracking_table_name=f"{ROWS_TABLE}_tracking")
+        recorder.create_table()
+    return RunRows(recorder, events_table=store.events_table, mapper=store.mapper)

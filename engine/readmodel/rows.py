@@ -1,0 +1,120 @@
+"""Keeps the run-row table current: folds appended events into the stored rows (synchronous).
+
+One `apply` is one transaction: the stored rows of the runs concerned are read, the new events
+folded in (`projections.run_row.fold_rows`), the rows written back, and, when tracking, the
+log position recorded. A row behind the first new event of its run (events another process
+appended, or a write this process lost) is first caught up from the run's stream, in the same
+transaction, so a row is always the fold of its run's events 1..last_event_id.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+from uuid import UUID
+
+from domain import events as ev
+from engine.readmodel.table import (
+    COLUMNS,
+    ROWS_TABLE,
+    TRACKING_NAME,
+    PostgresRunRows,
+    SqliteRunRows,
+    row_of,
+    row_values,
+    tracking_of,
+    upsert_sql,
+)
+from engine.store.mapper import MsgspecMapper
+from projections.run_row import RunRow, fold_rows
+
+RUN_EVENT_SET = frozenset(ev.RUN_EVENT_TYPES)
+
+
+def run_events(events: Iterable[Any]) -> list[ev.RunEvent]:
+    """The run events among stored events (the catalogue's and idempotency records are not runs)."""
+    return [e for e in events if type(e) in RUN_EVENT_SET]
+
+
+class RunRows:
+    """The run-row table of one store, written through the library's tracking recorder."""
+
+    def __init__(self, recorder: SqliteRunRows | PostgresRunRows, *, events_table: str, mapper: MsgspecMapper) -> None:
+        self.recorder = recorder
+        self.mapper = mapper
+        if isinstance(recorder, SqliteRunRows):
+            self._mark, self._table = "?", ROWS_TABLE
+            self._run_key: Callable[[UUID], str | UUID] = _hex
+        else:
+            schema = recorder.datastore.schema.replace('"', '""')
+            self._mark, self._table, self._run_key = "%s", f'"{schema}".{ROWS_TABLE}', _uuid
+            events_table = f'"{schema}".{events_table}'
+        self._upsert = upsert_sql(self._table, self._mark)
+        self._select_one = f"SELECT {', '.join(COLUMNS)} FROM {self._table} WHERE run_id = {self._mark}"
+        self._select_gap = (
+            f"SELECT state FROM {events_table} WHERE originator_id = {self._mark} "
+            f"AND originator_version > {self._mark} AND originator_version < {self._mark} ORDER BY originator_version"
+        )
+
+    def apply(self, events: Sequence[Any], notification_id: int | None = None, *, track: bool = False) -> None:
+        """Fold stored events into their runs' rows (one transaction); with `track`, record `notification_id` too."""
+        by_run: dict[UUID, list[ev.RunEvent]] = defaultdict(list)
+        for event in run_events(events):
+            by_run[event.originator_id].append(event)
+        if not by_run and not track:
+            return
+        with self.recorder.datastore.transaction(commit=True) as curs:
+            changed = [row for run_id, news in by_run.items() if (row := self._folded(curs, run_id, news)) is not None]
+            if changed:
+                curs.executemany(self._upsert, [row_values(r) for r in changed])
+            if track:
+                self._track(curs, notification_id)
+
+    def _folded(self, curs: Any, run_id: UUID, news: list[ev.RunEvent]) -> RunRow | None:
+        """The run's row after `news`, None when the stored row already has them all."""
+        curs.execute(self._select_one, (run_id.hex,))
+        found = curs.fetchone()
+        row = row_of([found[c] for c in COLUMNS]) if found is not None else None
+        last = row.last_event_id if row is not None else 0
+        if news[-1].originator_version <= last:
+            return None
+        first = news[0].originator_version
+        if first > last + 1:
+            curs.execute(self._select_gap, (self._run_key(run_id), last, first))
+            row = fold_rows(row, [self.mapper.decode_state(r["state"]) for r in curs.fetchall()])
+        return fold_rows(row, news)
+
+    def _track(self, curs: Any, notification_id: int | None) -> None:
+        """Record the position when it moves forward (feeds on several threads may finish out of order)."""
+        tracking = tracking_of(notification_id)
+        if tracking is None:
+            return
+        current = self.recorder._max_tracking_id(TRACKING_NAME, curs)  # the library's in-transaction read
+        if current is None or tracking.notification_id > current:
+            self.recorder._insert_tracking(curs, tracking)  # the library's in-transaction write
+
+    def replace_all(self, rows: Sequence[RunRow], notification_id: int | None) -> None:
+        """Replace every row and the tracking position in one transaction (a rebuild from the log)."""
+        with self.recorder.datastore.transaction(commit=True) as curs:
+            curs.execute(f"DELETE FROM {self._table}")
+            if rows:
+                curs.executemany(self._upsert, [row_values(r) for r in rows])
+            self._track(curs, notification_id)
+
+    def put(self, rows: Sequence[RunRow]) -> None:
+        """Write rows as they are, in one transaction, tracking nothing (benches fill the table this way)."""
+        with self.recorder.datastore.transaction(commit=True) as curs:
+            curs.executemany(self._upsert, [row_values(r) for r in rows])
+
+    def tracking_position(self) -> int:
+        """The log position the rows are tracked at (0: none)."""
+        return self.recorder.max_tracking_id(TRACKING_NAME) or 0
+
+
+def _hex(run_id: UUID) -> str | UUID:
+    return run_id.hex
+
+
+def _uuid(run_id: UUID) -> str | UUID:
+    return run_id

@@ -1,0 +1,142 @@
+"""The run row: one line of the run listing, a pure fold of the run's events.
+
+The persisted read model (`engine.readmodel`) stores one `RunRow` per run; `fold_row` is the only
+way a row changes, so the stored row can always be rebuilt from the log and compared with it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any
+
+import msgspec
+from msgspec.structs import replace
+
+from domain import events as ev
+from projections.payloads import RunStatusName
+from projections.wire import iso_utc
+
+CANCELLED_CODE = "RUN_CANCELLED"
+FAILED_CODE = "RUN_FAILED"
+INTERNAL_CODE = "INTERNAL_ERROR"
+_LEADING_CODE = re.compile(r"^([A-Z][A-Z0-9_]{2,63}):")
+
+
+class RunRow(msgspec.Struct, frozen=True, kw_only=True):
+    """What the run listing shows of one run, at the position `last_event_id`."""
+
+    run_id: str
+    workflow_name: str
+    workflow_id: int
+    workflow_version: int
+    owner_key_id: str
+    status: RunStatusName
+    cancel_requested: bool
+    cancelled: bool
+    created_at: datetime
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    error_code: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    last_event_id: int
+
+
+def error_code_of(error: str) -> str:
+    """The code of a run's error text: its leading `CODE:` if it has one, else RUN_FAILED (or INTERNAL_ERROR).
+
+    `RunFailed` carries only text; the code is derived here, so stored logs keep their meaning.
+    """
+    found = _LEADING_CODE.match(error)
+    if found is not None:
+        return found.group(1)
+    return INTERNAL_CODE if error.startswith("internal error:") else FAILED_CODE
+
+
+def _created(row: RunRow | None, event: ev.RunCreated) -> RunRow:
+    return RunRow(
+        run_id=event.originator_id.hex, workflow_name=event.workflow_name, workflow_id=event.workflow_id,
+        workflow_version=event.workflow_version, owner_key_id=event.caller_key_id, status="CREATED",
+        cancel_requested=False, cancelled=False, created_at=event.timestamp, last_event_id=event.originator_version,
+    )
+
+
+def _started(row: RunRow, event: ev.RunStarted) -> RunRow:
+    return replace(row, status="RUNNING", started_at=event.timestamp)
+
+
+def _cancel_requested(row: RunRow, event: ev.RunCancelRequested) -> RunRow:
+    return replace(row, cancel_requested=True)
+
+
+def _cancelled(row: RunRow, event: ev.RunCancelled) -> RunRow:
+    return replace(row, status="FAILED", cancelled=True, completed_at=event.timestamp, error_code=CANCELLED_CODE)
+
+
+def _completed(row: RunRow, event: ev.RunCompleted) -> RunRow:
+    return replace(row, status="SUCCESS", completed_at=event.timestamp, error_code=None)
+
+
+def _failed(row: RunRow, event: ev.RunFailed) -> RunRow:
+    return replace(row, status="FAILED", completed_at=event.timestamp, error_code=error_code_of(event.error))
+
+
+def _model_called(row: RunRow, event: ev.ModelCalled) -> RunRow:
+    return replace(
+        row, prompt_tokens=row.prompt_tokens + event.prompt_tokens,
+        completion_tokens=row.completion_tokens + event.completion_tokens,
+    )
+
+
+_FOLDS: dict[type, Callable[[Any, Any], RunRow]] = {
+    ev.RunStarted: _started,
+    ev.RunCancelRequested: _cancel_requested,
+    ev.RunCancelled: _cancelled,
+    ev.RunCompleted: _completed,
+    ev.RunFailed: _failed,
+    ev.ModelCalled: _model_called,
+}
+
+
+def fold_row(row: RunRow | None, event: ev.RunEvent) -> RunRow | None:
+    """The row after one more event of its run (None until the run's RunCreated)."""
+    if type(event) is ev.RunCreated:
+        return _created(row, event)
+    if row is None:
+        return None
+    fold = _FOLDS.get(type(event))
+    changed = row if fold is None else fold(row, event)
+    return replace(changed, last_event_id=event.originator_version)
+
+
+def fold_rows(row: RunRow | None, events: Iterable[ev.RunEvent]) -> RunRow | None:
+    """The row after a run's events in order; events at or before the row's position are skipped (replays)."""
+    for event in events:
+        if row is None or event.originator_version > row.last_event_id:
+            row = fold_row(row, event)
+    return row
+
+
+def row_view(row: RunRow | None) -> dict[str, Any] | None:
+    """The row as the listing shows it (camelCase, times as ISO UTC strings)."""
+    if row is None:
+        return None
+    return {
+        "runId": row.run_id,
+        "workflowName": row.workflow_name,
+        "workflowId": row.workflow_id,
+        "workflowVersion": row.workflow_version,
+        "status": row.status,
+        "ownerKeyId": row.owner_key_id,
+        "cancelRequested": row.cancel_requested,
+        "cancelled": row.cancelled,
+        "createdAt": iso_utc(row.created_at),
+        "startedAt": iso_utc(row.started_at),
+        "completedAt": iso_utc(row.completed_at),
+        "errorCode": row.error_code,
+        "promptTokens": row.prompt_tokens,
+        "completionTokens": row.completion_tokens,
+        "lastEventId": row.last_event_id,
+    }
