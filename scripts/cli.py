@@ -1,10 +1,13 @@
-"""The `flowtrail` command: serve, demo, audit, export."""
+"""The `flowtrail` command: serve, demo, audit, export, runs."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from collections.abc import Sequence
+
+from scripts.connect import add_connection_options, run_id
+from scripts.runs import add_runs_commands, run_runs_command
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -16,15 +19,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     demo = commands.add_parser("demo", help="start a demo run through the HTTP API and print its stream")
     demo.add_argument("workflow", nargs="?", default="demo-report")
+    add_connection_options(demo)
 
-    export = commands.add_parser("export", help="write a run's events as JSON Lines")
-    export.add_argument("run_id")
+    export = commands.add_parser("export", help="write a run's events as JSON Lines (read from the service)")
+    export.add_argument("run_id", type=run_id)
     export.add_argument("-o", "--output", default="-", help="file to write (default: standard output)")
+    add_connection_options(export)
 
-    audit = commands.add_parser("audit", help="rebuild a run's projections from the log and diff them with the service")
-    audit.add_argument("run_id")
-    audit.add_argument("--url", default=None, help="base URL of the running service (default: from FLOWTRAIL_HOST/PORT)")
-    audit.add_argument("--key", default=None, help="API key (default: FLOWTRAIL_AUDIT_KEY, else the first configured key)")
+    audit = commands.add_parser("audit", help="rebuild a run's projections from its events and diff them with the service")
+    audit.add_argument("run_id", type=run_id)
+    add_connection_options(audit)
+
+    add_runs_commands(commands)
 
     args = parser.parse_args(argv)
     if args.command == "serve":
@@ -34,15 +40,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         from scripts.demo import demo as run_demo
 
-        return run_demo(args.workflow)
+        return run_demo(args.workflow, url=args.url, key=args.key)
     if args.command == "export":
         from scripts.export import export_run
 
-        return export_run(args.run_id, args.output)
+        return export_run(args.run_id, args.output, url=args.url, key=args.key)
     if args.command == "audit":
         from scripts.audit import audit_run
 
         return audit_run(args.run_id, url=args.url, key=args.key)
+    if args.command == "runs":
+        return run_runs_command(args)
     parser.error(f"unknown command {args.command}")
     return 2
 
