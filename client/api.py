@@ -133,8 +133,11 @@ class FlowtrailClient:
         try:
             response = await self.http.request(method, path, **request)
         except httpx.TransportError as exc:
-            raise ServiceUnavailable(f"cannot reach {self.http.base_url}: {exc!r}") from exc
+            raise self._unreachable(exc) from exc
         return answer_of(response, answer)
+
+    def _unreachable(self, exc: httpx.TransportError) -> ServiceUnavailable:
+        return ServiceUnavailable(f"cannot reach {self.http.base_url}: {exc!r}")
 
     async def health(self) -> dict[str, Any]:
         """The service's liveness answer (`status`, `store`)."""
@@ -211,6 +214,8 @@ class FlowtrailClient:
                     for line in lines:
                         head = _head.decode(line)
                         yield EventLine(head.originator_version, head.type, line)
+        except httpx.ConnectError as exc:
+            raise self._unreachable(exc) from exc
         except httpx.TransportError as exc:
             raise ServiceUnavailable(f"the events of run {run_id_of(run)} broke off: {exc!r}") from exc
 
