@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncGenerator, Iterable, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Generic, Protocol, TypeVar, cast
@@ -233,10 +234,11 @@ class FlowtrailClient:
         async def poll() -> object:
             return await self.get(run)
 
-        async for event in resuming(lambda last: self._connect(path, last), poll, after, self.reconnection):
-            yield event
+        async with aclosing(resuming(lambda last: self._connect(path, last), poll, after, self.reconnection)) as events:
+            async for event in events:
+                yield event
 
-    async def _connect(self, path: str, after: int) -> AsyncIterator[StreamEvent]:
+    async def _connect(self, path: str, after: int) -> AsyncGenerator[StreamEvent, None]:
         headers = {"Last-Event-ID": str(after)} if after else {}
         async with aconnect_sse(self.http, "GET", path, headers=headers, timeout=self.stream_timeout) as source:
             if source.response.status_code != 200:
@@ -254,11 +256,12 @@ class FlowtrailClient:
 
     async def _workflow_of(self, run_id: str) -> str:
         if run_id not in self._workflows:
-            async for line in self.events(run_id):
-                self._workflows[run_id] = str(line.data()["workflow_name"])
-                break
-            else:
-                raise ApiError(404, "RUN_NOT_FOUND", f"run {run_id} has no events")
+            async with aclosing(self.events(run_id)) as lines:
+                async for line in lines:
+                    self._workflows[run_id] = str(line.data()["workflow_name"])
+                    break
+                else:
+                    raise ApiError(404, "RUN_NOT_FOUND", f"run {run_id} has no events")
         return self._workflows[run_id]
 
 

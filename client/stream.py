@@ -8,7 +8,8 @@ answers; stop at the terminal event. A message is never handed out twice, whatev
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass
 
 import httpx
@@ -29,25 +30,26 @@ class Reconnection:
     poll_seconds: float = 30.0
 
 
-Connect = Callable[[int], AsyncIterator[StreamEvent]]
+Connect = Callable[[int], AsyncGenerator[StreamEvent, None]]
 """Opens the stream after a position and yields its messages."""
 Poll = Callable[[], Awaitable[object]]
 """Asks for the run once (raises one of DISCONNECTS while the service is away)."""
 
 
-async def resuming(connect: Connect, poll: Poll, after: int, policy: Reconnection) -> AsyncIterator[StreamEvent]:
+async def resuming(connect: Connect, poll: Poll, after: int, policy: Reconnection) -> AsyncGenerator[StreamEvent, None]:
     """Every message after `after`, once and in order, until the terminal one, across any number of drops."""
     last = after
     failures = 0
     while True:
         try:
-            async for event in connect(last):
-                if event.id <= last:
-                    continue
-                last, failures = event.id, 0
-                yield event
-                if event.terminal:
-                    return
+            async with aclosing(connect(last)) as events:
+                async for event in events:
+                    if event.id <= last:
+                        continue
+                    last, failures = event.id, 0
+                    yield event
+                    if event.terminal:
+                        return
         except DISCONNECTS:
             pass
         if failures < len(policy.delays):
