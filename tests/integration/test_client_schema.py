@@ -43,3 +43,11 @@ def test_every_answer_type_of_the_client_is_checked_against_the_schema():
         if isinstance(value, type) and issubclass(value, answers.Answer) and value is not answers.Answer
     }
     assert every == {*CHECKED, *LISTING, *FREE_FORM}
+
+
+async def test_the_events_route_documents_one_stored_event_a_line(tmp_path):
+    document = await openapi_document(tmp_path)
+    answer = document["paths"]["/api/v1/runs/{runId}/events"]["get"]["responses"]["200"]
+    line = answer["content"]["application/x-ndjson"]["schema"]
+    assert set(line["required"]) == {"type", "originator_id", "originator_version", "timestamp"}
+    assert line["additionalProperties"] is True
