@@ -11,5 +11,6 @@ WORKFLOW_RUN = f"{WORKFLOW_RUNS}/{{runId:str}}"
 RUNS = f"{API}/runs"
 RUN = f"{RUNS}/{{runId:str}}"
 RUN_AUDIT = f"{RUN}/audit"
+RUN_EVENTS = f"{RUN}/events"
 HEALTH = "/healthz"
 CONTEXT = ROOT

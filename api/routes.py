@@ -7,6 +7,7 @@ from litestar.types import ControllerRouterHandler
 from api.audit import AuditController
 from api.clarify import ClarifyController
 from api.context import ContextQueryController
+from api.events import RunEventsController
 from api.health import health
 from api.listing import RunListController
 from api.runs import RunController
@@ -16,6 +17,7 @@ from api.workflows import WorkflowController
 CONTROLLERS: list[ControllerRouterHandler] = [
     health,
     AuditController,
+    RunEventsController,
     WorkflowController,
     RunController,
     RunListController,

@@ -202,7 +202,14 @@ class UploadSettings:
 
 @dataclass(frozen=True)
 class CommandSettings:
-    """What the client commands (`flowtrail demo`, `flowtrail audit`) use; the server ignores them."""
+    """What the client commands (`flowtrail demo`, `audit`, `export`, `runs`) use; the server ignores them."""
+
+    url: Annotated[str, setting(
+        "FLOWTRAIL_URL", "base URL where the client commands find the service (empty: http://FLOWTRAIL_HOST:FLOWTRAIL_PORT)",
+    )] = ""
+    api_key: Annotated[str, setting(
+        "FLOWTRAIL_API_KEY", "API key the client commands use when `--key` is not given", secret=True,
+    )] = ""
 
     demo_key: Annotated[str, setting(
         "FLOWTRAIL_DEMO_KEY", "API key `flowtrail demo` uses (empty: the first configured key)", secret=True,

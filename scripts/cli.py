@@ -1,4 +1,4 @@
-"""The `flowtrail` command: serve, demo, audit, export, config, rebuild-read-model."""
+"""The `flowtrail` command: serve, demo, audit, export, runs, config, rebuild-read-model."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from importlib.metadata import version
 from engine.catalogue import DEMO_DIR
 from engine.settings import SettingsError
 from engine.store import StoreUnreachable
+from scripts.connect import add_connection_options, run_id
+from scripts.runs import add_runs_commands, run_runs_command
 
 SETTINGS_REFERENCE = (
     "Settings come from FLOWTRAIL_* environment variables only, read strictly at start-up (an unknown variable or "
@@ -53,20 +55,23 @@ def run_command(argv: Sequence[str] | None = None) -> int:
                                formatter_class=argparse.RawDescriptionHelpFormatter)
     demo.add_argument("workflow", nargs="?", default=None,
                       help="workflow name (default: FLOWTRAIL_DEMO_WORKFLOW, else demo-report)")
+    add_connection_options(demo)
 
     config = commands.add_parser("config", help="print the effective settings (secrets masked)",
                                  epilog=SETTINGS_REFERENCE)
     config.add_argument("--json", action="store_true", help="as one JSON object: variable -> {value, source}")
     config.add_argument("--reference", action="store_true", help="every variable as a Markdown table (the README's)")
 
-    export = commands.add_parser("export", help="write a run's events as JSON Lines")
-    export.add_argument("run_id")
+    export = commands.add_parser("export", help="write a run's events as JSON Lines (read from the service)")
+    export.add_argument("run_id", type=run_id)
     export.add_argument("-o", "--output", default="-", help="file to write (default: standard output)")
+    add_connection_options(export)
 
-    audit = commands.add_parser("audit", help="rebuild a run's projections from the log and diff them with the service")
-    audit.add_argument("run_id")
-    audit.add_argument("--url", default=None, help="base URL of the running service (default: from FLOWTRAIL_HOST/PORT)")
-    audit.add_argument("--key", default=None, help="API key (default: FLOWTRAIL_AUDIT_KEY, else the first configured key)")
+    audit = commands.add_parser("audit", help="rebuild a run's projections from its events and diff them with the service")
+    audit.add_argument("run_id", type=run_id)
+    add_connection_options(audit)
+
+    add_runs_commands(commands)
 
     commands.add_parser("rebuild-read-model", help="fold every run's listing row afresh from the log and replace the stored rows")
 
@@ -78,7 +83,7 @@ def run_command(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         from scripts.demo import demo as run_demo
 
-        return run_demo(args.workflow)
+        return run_demo(args.workflow, url=args.url, key=args.key)
     if args.command == "config":
         from scripts.config import show_config, show_reference
 
@@ -86,7 +91,7 @@ def run_command(argv: Sequence[str] | None = None) -> int:
     if args.command == "export":
         from scripts.export import export_run
 
-        return export_run(args.run_id, args.output)
+        return export_run(args.run_id, args.output, url=args.url, key=args.key)
     if args.command == "audit":
         from scripts.audit import audit_run
 
@@ -95,6 +100,8 @@ def run_command(argv: Sequence[str] | None = None) -> int:
         from scripts.rebuild_read_model import rebuild_read_model
 
         return rebuild_read_model()
+    if args.command == "runs":
+        return run_runs_command(args)
     parser.error(f"unknown command {args.command}")
     return 2
 

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from typing import Any
 
-import httpx
-from httpx_sse import aconnect_sse
-
+from client import CreatedRun, FlowtrailClient, ServiceUnavailable
 from engine.settings import Settings
+from scripts.connect import api_key, connect, reported
 
 TOPICS = {"demo-report": "event sourcing for agent workflows"}
 
@@ -62,55 +60,50 @@ class StreamPrinter:
             self.thinking_visit = None
 
 
-async def _wait_until_up(client: httpx.AsyncClient) -> None:
+async def wait_until_up(client: FlowtrailClient) -> None:
+    """Wait for the service to answer (it may be starting beside this command)."""
     for _ in range(300):
         try:
-            if (await client.get("/healthz")).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        await asyncio.sleep(0.1)
+            await client.health()
+            return
+        except ServiceUnavailable:
+            await asyncio.sleep(0.1)
     raise SystemExit("error: the service did not answer within 30 s")
 
 
-async def _answer_if_asked(client: httpx.AsyncClient, run_id: str, data: dict[str, Any]) -> None:
+async def answer_if_asked(client: FlowtrailClient, run: CreatedRun, data: dict[str, Any]) -> None:
+    """Answer a clarify question with its first choice."""
     if data.get("kind") != "clarify_request":
         return
     asked = json.loads(data["content"])
     answer = (asked.get("choices") or ["yes"])[0]
     print(f"  -> answering {asked['question']!r} with {answer!r}")
-    await client.post(f"/api/v1/runs/{run_id}/resume", json={"clarifyId": asked["clarify_id"], "answer": answer})
+    await client.answer(run, asked["clarify_id"], answer)
 
 
-async def run_demo(workflow: str, url: str, key: str) -> int:
+async def run_demo(client: FlowtrailClient, workflow: str) -> int:
     """Create, start and follow one run; returns 0 when it succeeded."""
-    timeout = httpx.Timeout(30.0, read=None)
-    async with httpx.AsyncClient(base_url=url, headers={"X-API-Key": key}, timeout=timeout) as client:
-        await _wait_until_up(client)
-        body = {"variables": {"topic": TOPICS.get(workflow, "flowtrail")}, "async": True}
-        created = (await client.post(f"/api/v1/workflows/{workflow}/runs", json=body)).json()
-        if created.get("code") != "OK":
-            print(f"error: {created.get('code')}: {created.get('message')}", file=sys.stderr)
-            return 1
-        run, links = created["data"], created["data"]["links"]
-        print(f"run {run['runId']} of {run['workflowName']} created; watch it: GET {links['stream']}")
-        await client.post(links["start"])
-        printer = StreamPrinter()
-        async with aconnect_sse(client, "GET", links["stream"]) as source:
-            async for sse in source.aiter_sse():
-                if not sse.data:
-                    continue
-                data = json.loads(sse.data)
-                printer.show(sse.id, sse.event, data)
-                await _answer_if_asked(client, run["runId"], data)
-        printer.end_line()
-        result = (await client.get(links["result"])).json()["data"]
-        print(f"run {result['runId']} finished {result['status']}; result: GET {links['result']}")
-        return 0 if result["status"] == "SUCCESS" else 1
+    await wait_until_up(client)
+    run = await client.create(workflow, {"topic": TOPICS.get(workflow, "flowtrail")})
+    print(f"run {run.run_id} of {run.workflow_name} created; watch it: GET {run.links.stream}")
+    await client.start(run)
+    printer = StreamPrinter()
+    async for message in client.stream(run):
+        printer.show(str(message.id), message.event, message.data)
+        await answer_if_asked(client, run, message.data)
+    printer.end_line()
+    result = await client.get(run)
+    print(f"run {result.run_id} finished {result.status}; result: GET {run.links.result}")
+    return 0 if result.status == "SUCCESS" else 1
 
 
-def demo(workflow: str | None) -> int:
-    """Run the demo (default: FLOWTRAIL_DEMO_WORKFLOW) against the configured service."""
-    settings = Settings.from_env()
-    key = settings.commands.demo_key or settings.api_keys[0].key
-    return asyncio.run(run_demo(workflow or settings.commands.demo_workflow, f"http://{settings.host}:{settings.port}", key))
+def demo(workflow: str | None, *, url: str | None = None, key: str | None = None) -> int:
+    """Run the demo (default: FLOWTRAIL_DEMO_WORKFLOW) against the service (key: --key, FLOWTRAIL_API_KEY,
+    FLOWTRAIL_DEMO_KEY, else the service's first)."""
+    async def work() -> int:
+        settings = Settings.from_env()
+        chosen = api_key(key, settings.commands.demo_key, settings.api_keys[0].key)
+        async with connect(url, chosen) as client:
+            return await run_demo(client, workflow or settings.commands.demo_workflow)
+
+    return reported(work)

@@ -1,36 +1,53 @@
-"""`flowtrail export RUN_ID`: a run's events as JSON Lines, straight from the log."""
+"""`flowtrail export RUN_ID`: a run's stored events as JSON Lines, read from the service (no store is opened)."""
 
 from __future__ import annotations
 
 import sys
-from uuid import UUID
+from contextlib import aclosing
+from typing import BinaryIO
 
-import msgspec
-
-from engine.settings import Settings
-from engine.store import EventStore, parse_database_url
+from client import FlowtrailClient
+from scripts.connect import api_key, connect, reported
 
 
-def export_run(run_id: str, output: str) -> int:
-    """Write every event of the run, one JSON object per line, in order."""
+class LazyOutput:
+    """Standard output (`-`), or a file opened at the first write: a run without events creates nothing."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.handle: BinaryIO | None = None
+
+    def write(self, data: bytes) -> None:
+        """Write, opening the file first if need be."""
+        if self.handle is None:
+            self.handle = sys.stdout.buffer if self.path == "-" else open(self.path, "wb")
+        self.handle.write(data)
+
+    def close(self) -> None:
+        """Flush standard output, or close the file."""
+        if self.handle is not None:
+            self.handle.flush() if self.path == "-" else self.handle.close()
+
+
+async def export(client: FlowtrailClient, run_id: str, output: str) -> int:
+    """Write every stored event of the run, one JSON object a line, in order."""
+    out = LazyOutput(output)
     try:
-        stream_id = UUID(run_id)
-    except ValueError:
-        print(f"error: {run_id!r} is not a run id", file=sys.stderr)
-        return 2
-    store = EventStore(parse_database_url(Settings.from_env().store.database_url))
-    try:
-        events = store.read_stream(stream_id)
+        async with aclosing(client.events(run_id)) as lines:
+            async for line in lines:
+                out.write(line.raw + b"\n")
     finally:
-        store.close()
-    if not events:
-        print(f"error: run {stream_id.hex} not found", file=sys.stderr)
+        out.close()
+    if out.handle is None:
+        print(f"error: run {run_id} has no events", file=sys.stderr)
         return 1
-    encoder = msgspec.json.Encoder()
-    lines = b"".join(encoder.encode(e) + b"\n" for e in events)
-    if output == "-":
-        sys.stdout.buffer.write(lines)
-    else:
-        with open(output, "wb") as handle:
-            handle.write(lines)
     return 0
+
+
+def export_run(run_id: str, output: str, *, url: str | None = None, key: str | None = None) -> int:
+    """`flowtrail export`: 0 when the run's events were written, 1 when it is not found or the service fails."""
+    async def work() -> int:
+        async with connect(url, api_key(key)) as client:
+            return await export(client, run_id, output)
+
+    return reported(work)

@@ -9,6 +9,7 @@ import httpx
 import pytest
 from httpx_sse import aconnect_sse
 
+from client import FlowtrailClient
 from tests.support.sse import Received, read_stream
 
 
@@ -84,20 +85,22 @@ async def read_until_question(client: httpx.AsyncClient, path: str) -> tuple[int
 
 
 async def test_demo_clarify_pauses_with_two_choices_and_finishes_with_the_answer(demo_server):
-    async with demo_server.client() as client:
-        run_id = await create_and_start(client, "demo-clarify", {"topic": "tides"})
-        path = f"/api/v1/workflows/demo-clarify/runs/{run_id}/stream"
-        position, question = await read_until_question(client, path)
-        state = (await client.get(f"/api/v1/runs/{run_id}/state")).json()["data"]
-        resumed = await client.post(f"/api/v1/runs/{run_id}/resume",
-                                    json={"clarifyId": question["clarify_id"], "answer": "short paragraph"})
-        rest = await read_stream(client, path, last_event_id=position)
+    async with FlowtrailClient(demo_server.base_url, "test-key-all") as client:
+        run = await client.create("demo-clarify", {"topic": "tides"})
+        await client.start(run)
+        async for message in client.stream(run):
+            if message.data.get("kind") == "clarify_request":
+                position, question = message.id, json.loads(message.data["content"])
+                break
+        state = await client.state(run)
+        resumed = await client.answer(run, question["clarify_id"], "short paragraph")
+        rest = [message async for message in client.stream(run, after=position)]
     assert question["choices"] == ["bullet list", "short paragraph"]
-    assert state["currentPause"]["clarifyId"] == question["clarify_id"]
-    assert state["currentPause"]["choices"] == ["bullet list", "short paragraph"]
-    assert resumed.json()["data"]["accepted"] is True
-    assert rest.ended and rest.events[-1] == "workflow_complete"
-    assert rest.data[-1]["output"]["data"]["format"] == "short paragraph"
+    assert state.current_pause is not None and state.current_pause.clarify_id == question["clarify_id"]
+    assert state.current_pause.choices == ["bullet list", "short paragraph"]
+    assert resumed.accepted is True
+    assert rest[-1].event == "workflow_complete" and rest[0].id > position
+    assert rest[-1].data["output"]["data"]["format"] == "short paragraph"
 
 
 def tool_results(got: Received, node_id: str) -> dict[str, list]:

@@ -15,7 +15,7 @@ from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-LAYERS = ("domain", "projections", "engine", "api", "scripts")
+LAYERS = ("domain", "projections", "engine", "api", "scripts", "client")
 COMPOSITION_ROOT = "engine.bootstrap"
 
 @dataclass(frozen=True)
@@ -132,9 +132,18 @@ EXECUTION_BEHIND_ITS_PORTS = Rule(
     "execution imports no context package (it uses the ports it declares)", ("engine.execution",),
     lambda found: within(found.target, "engine.context"),
 )
+CLIENT_STANDS_ALONE = Rule(
+    "the client imports nothing of ours but the client (it speaks HTTP only)", ("client",),
+    lambda found: ours(found) and not within(found.target, "client"),
+)
+ONLY_THE_SCRIPTS_USE_THE_CLIENT = Rule(
+    "nothing of the service but the scripts imports the client", LAYERS,
+    lambda found: within(found.target, "client") and not within(found.importer, "client", "scripts"),
+)
 RULES = (
     DOMAIN_KEEPS_TO_ITSELF, DOMAIN_USES_ONLY_MSGSPEC, PROJECTIONS_KEEP_TO_THE_DOMAIN, PROJECTIONS_USE_ONLY_MSGSPEC,
     ENGINE_WITHOUT_LITESTAR, API_AT_THE_TOP, COMPOSITION_ROOT_AT_THE_TOP, EXECUTION_BEHIND_ITS_PORTS,
+    CLIENT_STANDS_ALONE, ONLY_THE_SCRIPTS_USE_THE_CLIENT,
 )
 
 
@@ -174,6 +183,14 @@ def test_nothing_below_the_composition_root_imports_it():
 
 def test_execution_reaches_the_context_tools_only_through_its_ports():
     assert_kept(EXECUTION_BEHIND_ITS_PORTS)
+
+
+def test_the_client_imports_nothing_of_the_service():
+    assert_kept(CLIENT_STANDS_ALONE)
+
+
+def test_only_the_scripts_use_the_client():
+    assert_kept(ONLY_THE_SCRIPTS_USE_THE_CLIENT)
 
 
 # -- cycles -------------------------------------------------------------------------------

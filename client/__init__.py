@@ -1,0 +1,30 @@
+"""A typed Python client of flowtrail's HTTP API (httpx and msgspec; no code of the service itself)."""
+
+from client.api import DEFAULT_URL, FlowtrailClient, NamedRun, RunHandle, RunRef
+from client.errors import ApiError, ClientError, ServiceUnavailable
+from client.stream import Reconnection
+from client.types import (
+    TERMINAL_EVENTS,
+    TERMINAL_STATUSES,
+    AuditView,
+    CancelResult,
+    CreatedRun,
+    EventLine,
+    NodeView,
+    PauseView,
+    ResumeResult,
+    RunListItem,
+    RunPage,
+    RunState,
+    RunView,
+    StartedRun,
+    StreamEvent,
+    WorkspaceView,
+)
+
+__all__ = [
+    "DEFAULT_URL", "TERMINAL_EVENTS", "TERMINAL_STATUSES", "ApiError", "AuditView", "CancelResult", "ClientError",
+    "CreatedRun", "EventLine", "FlowtrailClient", "NamedRun", "NodeView", "PauseView", "Reconnection", "ResumeResult",
+    "RunHandle", "RunListItem", "RunPage", "RunRef", "RunState", "RunView", "ServiceUnavailable", "StartedRun", "StreamEvent",
+    "WorkspaceView",
+]

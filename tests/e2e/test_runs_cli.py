@@ -1,0 +1,105 @@
+"""`flowtrail runs show | watch | cancel | answer` against a real server running the demos, through the client."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from client import FlowtrailClient
+from tests.support.process import ROOT
+
+pytestmark = pytest.mark.store
+
+
+async def flowtrail(server, action: str, *args: str, key: str = "test-key-all") -> subprocess.CompletedProcess[str]:
+    """`flowtrail runs ACTION ...` with the key in FLOWTRAIL_API_KEY and the URL in FLOWTRAIL_URL."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("FLOWTRAIL_")}
+    env.update(PYTHONPATH=str(ROOT), FLOWTRAIL_URL=server.base_url, FLOWTRAIL_API_KEY=key)
+    return await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "scripts.cli", "runs", action, *args], cwd=ROOT, env=env,
+        capture_output=True, text=True, timeout=60,
+    )
+
+
+async def created(server, workflow: str = "demo-report"):
+    async with FlowtrailClient(server.base_url, "test-key-all") as client:
+        return await client.create(workflow, {"topic": "tidal energy"})
+
+
+async def started(server, workflow: str = "demo-report"):
+    run = await created(server, workflow)
+    async with FlowtrailClient(server.base_url, "test-key-all") as client:
+        await client.start(run)
+    return run
+
+
+async def test_watching_a_run_prints_every_message_as_json_and_a_progress_line_until_it_ends(demo_server):
+    run = await started(demo_server)
+    done = await flowtrail(demo_server, "watch", run.run_id, "--json")
+    assert done.returncode == 0, done.stderr
+    messages = [json.loads(line) for line in done.stdout.splitlines()]
+    assert messages[-1]["event"] == "workflow_complete"
+    assert [m["id"] for m in messages] == sorted({m["id"] for m in messages})
+    progress = done.stderr.splitlines()
+    assert progress[0].startswith("visits done 0, current node ") and ", events " in progress[-1]
+
+
+async def test_watching_as_text_ends_with_the_outcome(demo_server):
+    run = await started(demo_server)
+    done = await flowtrail(demo_server, "watch", run.run_id)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1].startswith(f"run {run.run_id} ended: workflow_complete after ")
+
+
+async def test_show_prints_the_run_as_json_or_as_text(demo_server):
+    run = await started(demo_server)
+    await flowtrail(demo_server, "watch", run.run_id)
+    as_json = await flowtrail(demo_server, "show", run.run_id, "--json")
+    as_text = await flowtrail(demo_server, "show", run.run_id)
+    assert json.loads(as_json.stdout)["status"] == "SUCCESS"
+    assert as_text.stdout.startswith(f"run {run.run_id} of demo-report: SUCCESS")
+
+
+async def test_cancel_asks_for_the_run_to_be_cancelled(demo_server):
+    run = await created(demo_server)
+    done = await flowtrail(demo_server, "cancel", run.run_id, "--json")
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["runId"] == run.run_id and answer["cancelRequested"] is True
+
+
+async def test_answer_replies_to_the_question_the_run_waits_on(demo_server):
+    run = await started(demo_server, "demo-clarify")
+    async with FlowtrailClient(demo_server.base_url, "test-key-all") as client:
+        async for message in client.stream(run):
+            if message.data.get("kind") == "clarify_request":
+                break
+    done = await flowtrail(demo_server, "answer", run.run_id, "markdown", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["runId"] == run.run_id
+    watched = await flowtrail(demo_server, "watch", run.run_id)
+    assert watched.returncode == 0, watched.stderr
+
+
+async def test_answering_a_run_that_waits_on_nothing_says_so(demo_server):
+    run = await created(demo_server)
+    done = await flowtrail(demo_server, "answer", run.run_id, "yes")
+    assert done.returncode == 1 and done.stderr.strip() == f"error: run {run.run_id} waits on no question (status CREATED)"
+
+
+async def test_an_unknown_run_or_a_wrong_key_is_one_line_and_status_1(demo_server):
+    unknown = await flowtrail(demo_server, "show", "0" * 32)
+    stranger = await flowtrail(demo_server, "show", "0" * 32, key="wrong-key")
+    assert unknown.returncode == stranger.returncode == 1
+    assert unknown.stderr.splitlines() == ["error: RUN_NOT_FOUND: run not found"]
+    assert len(stranger.stderr.splitlines()) == 1 and stranger.stderr.startswith("error: UNAUTHORIZED: ")
+
+
+async def test_a_malformed_run_id_is_refused_by_the_command_line(demo_server):
+    done = await flowtrail(demo_server, "show", "not-a-run")
+    assert done.returncode == 2 and "is not a run id" in done.stderr
