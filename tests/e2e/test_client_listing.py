@@ -1,8 +1,4 @@
-"""The client's listing and `flowtrail runs list`, against the listing contract (the route lands with read-model).
-
-Until GET /api/v1/runs exists on the server, every test here skips; the coordinator removes the
-skip when the branches merge.
-"""
+"""The client's listing and `flowtrail runs list`, against the run listing of a real server."""
 
 from __future__ import annotations
 
@@ -18,16 +14,11 @@ from tests.integration.test_client_schema import wire_names
 from tests.support.runs import OTHER_FLOW, new_run, run_with_steps
 
 pytestmark = pytest.mark.store
-LISTING_MISSING = "run listing lands with branch read-model"
 
 
 @pytest.fixture
-async def listing(server):
-    """The server, once it is known to list runs."""
-    async with server.client() as http:
-        answer = await http.get("/api/v1/runs")
-    if answer.status_code in (404, 405):
-        pytest.skip(LISTING_MISSING)
+def listing(server):
+    """The server whose runs are listed."""
     return server
 
 
