@@ -156,6 +156,22 @@ class RunFailed(RunEvent, frozen=True, tag="RunFailed"):
     error: str
 
 
+class ModelCalled(RunEvent, frozen=True, tag="ModelCalled"):
+    """One call to a language model ended (answered, or failed after this attempt)."""
+
+    visit_uuid: str
+    node_id: str
+    model_id: str
+    purpose: str
+    attempt: int
+    latency_ms: float
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    finish_reason: str = ""
+    prompt_sha256: str = ""
+    error_code: str | None = None
+
+
 AnyRunEvent = (
     RunCreated
     | RunStarted
@@ -172,6 +188,7 @@ AnyRunEvent = (
     | RunCancelled
     | RunCompleted
     | RunFailed
+    | ModelCalled
 )
 
 RUN_EVENT_TYPES: tuple[type[RunEvent], ...] = get_args(AnyRunEvent)

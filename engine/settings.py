@@ -131,6 +131,14 @@ class EngineSettings:
     """AGENTIC: visits in one run before the run fails."""
     max_agent_iterations: int = 20
     """Model turns one agent visit may take."""
+    model_retry_budget: int = 10
+    """Retries one visit may make over every layer: model-call retries, re-formats and re-runs together."""
+    model_retry_base_seconds: float = 1.0
+    """First backoff window before a model call is retried; it doubles each retry (full jitter)."""
+    model_retry_max_seconds: float = 30.0
+    """Longest wait before a retry; a `Retry-After` asking for more is not retried."""
+    model_call_timeout_seconds: float = 300.0
+    """One model call (one attempt) taking longer than this is cut and counts as a timeout."""
 
 
 @dataclass(frozen=True)
@@ -227,6 +235,10 @@ class Settings:
                 max_visits_per_node=_int("FLOWTRAIL_MAX_VISITS_PER_NODE", 50),
                 max_visits_per_run=_int("FLOWTRAIL_MAX_VISITS_PER_RUN", 200),
                 max_agent_iterations=_int("FLOWTRAIL_MAX_AGENT_ITERATIONS", 20),
+                model_retry_budget=_int("FLOWTRAIL_MODEL_RETRY_BUDGET", 10),
+                model_retry_base_seconds=_float("FLOWTRAIL_MODEL_RETRY_BASE_SECONDS", 1.0),
+                model_retry_max_seconds=_float("FLOWTRAIL_MODEL_RETRY_MAX_SECONDS", 30.0),
+                model_call_timeout_seconds=_float("FLOWTRAIL_MODEL_CALL_TIMEOUT_SECONDS", 300.0),
             ),
             context=ContextSettings(
                 enabled=_bool("FLOWTRAIL_CONTEXT_QUERY_ENABLED", True),
