@@ -19,7 +19,6 @@ from engine.runs.creation import NewRun
 from engine.settings import EngineSettings, Settings
 from tests.support.server import server_settings
 
-
 QUICK_RETRIES: dict[str, Any] = {"model_retry_base_seconds": 0.001, "model_retry_max_seconds": 0.05}
 """Backoff for tests: real retries, waits of milliseconds."""
 
