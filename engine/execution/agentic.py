@@ -156,7 +156,7 @@ class Planner:
         problem = ""
         for attempt in range(PLANNER_ATTEMPTS):
             if attempt and not budget.take():
-                break
+                raise RunFailure(f"the planner gave no valid decision before its retry budget of {budget.limit} was spent: {problem}")
             text = await self._ask(calls, messages)
             try:
                 return parse_decision(text, node_ids)
