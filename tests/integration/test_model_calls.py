@@ -37,11 +37,11 @@ PROMPT = "Write one line about {{topic}}"
 
 
 @pytest.fixture
-async def services(fake_openai: FakeOpenAI, store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+async def model_services(fake_openai: FakeOpenAI, store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                    request: pytest.FixtureRequest) -> AsyncIterator[Services]:
     """Services on the test's store whose models `fake` and `impatient` (quick to time out) are the fake server.
 
-    `pytest.mark.services(...)` overrides engine settings.
+    `pytest.mark.services(...)` overrides engine settings, as for the `services` fixture.
     """
     monkeypatch.setenv(KEY_ENV, SECRET)
     marker = request.node.get_closest_marker("services")
@@ -74,10 +74,10 @@ def retry_lines(events: list[ev.RunEvent]) -> list[str]:
 
 
 @pytest.mark.services(model_retry_max_seconds=2)
-async def test_a_429_with_retry_after_is_waited_out_and_the_run_succeeds(services, fake_openai):
+async def test_a_429_with_retry_after_is_waited_out_and_the_run_succeeds(model_services, fake_openai):
     fake_openai.will_fail(429, "Rate limit reached for requests", "rate_limit_exceeded", retry_after="1")
     fake_openai.will_stream_text("Tides ", "turn.")
-    status, events = await run_flow(services)
+    status, events = await run_flow(model_services)
     assert status is RunStatus.SUCCEEDED
     assert of_type(events, ev.RunCompleted)[0].output["data"] == {"line": "Tides turn."}
     assert attempts(events) == [(1, "HTTP_429"), (2, None)]
@@ -88,9 +88,9 @@ async def test_a_429_with_retry_after_is_waited_out_and_the_run_succeeds(service
 
 
 @pytest.mark.services(model_retry_max_seconds=0.5)
-async def test_a_retry_after_longer_than_the_longest_wait_fails_at_once_saying_so(services, fake_openai):
+async def test_a_retry_after_longer_than_the_longest_wait_fails_at_once_saying_so(model_services, fake_openai):
     fake_openai.will_fail(429, "Slow down", "rate_limit_exceeded", retry_after="120")
-    status, events = await run_flow(services)
+    status, events = await run_flow(model_services)
     assert status is RunStatus.FAILED
     assert of_type(events, ev.VisitFailed)[0].error == (
         "model retries exhausted after 1 attempt(s), the endpoint asked to wait 120 s, more than the 0.5 s allowed: "
@@ -98,10 +98,10 @@ async def test_a_retry_after_longer_than_the_longest_wait_fails_at_once_saying_s
     assert attempts(events) == [(1, "HTTP_429")] and len(fake_openai.requests) == 1
 
 
-async def test_a_500_then_a_200_succeeds_and_both_calls_are_recorded_with_usage(services, fake_openai):
+async def test_a_500_then_a_200_succeeds_and_both_calls_are_recorded_with_usage(model_services, fake_openai):
     fake_openai.will_fail(500, "The server had an error while processing your request.")
     fake_openai.will_stream_text("Tides ", "turn.")
-    status, events = await run_flow(services)
+    status, events = await run_flow(model_services)
     calls = of_type(events, ev.ModelCalled)
     assert status is RunStatus.SUCCEEDED
     assert [(c.model_id, c.purpose, c.node_id, c.attempt) for c in calls] == [("fake", "node", "work", 1),
@@ -114,28 +114,28 @@ async def test_a_500_then_a_200_succeeds_and_both_calls_are_recorded_with_usage(
     assert len(retry_lines(events)) == 1
 
 
-async def test_a_model_that_hangs_is_timed_out_and_asked_again(services, fake_openai):
+async def test_a_model_that_hangs_is_timed_out_and_asked_again(model_services, fake_openai):
     fake_openai.will_hang_before_headers()
     fake_openai.will_stream_text("Awake ", "now.")
-    status, events = await run_flow(services, "impatient-flow")
+    status, events = await run_flow(model_services, "impatient-flow")
     assert status is RunStatus.SUCCEEDED
     assert attempts(events) == [(1, "TIMEOUT"), (2, None)]
     assert retry_lines(events)[0].startswith("model call failed (model call timed out: model 'impatient' sent no first token")
 
 
-async def test_a_stream_broken_mid_way_is_asked_again_and_its_partial_text_is_dropped(services, fake_openai):
+async def test_a_stream_broken_mid_way_is_asked_again_and_its_partial_text_is_dropped(model_services, fake_openai):
     fake_openai.will_break_after("Half ", "a ")
     fake_openai.will_stream_text("Tides ", "turn.")
-    status, events = await run_flow(services)
+    status, events = await run_flow(model_services)
     assert status is RunStatus.SUCCEEDED
     assert of_type(events, ev.RunCompleted)[0].output["data"] == {"line": "Tides turn."}
     assert attempts(events) == [(1, "STREAM_BROKEN"), (2, None)]
 
 
 @pytest.mark.services(model_retry_budget=2)
-async def test_a_spent_budget_fails_the_visit_with_a_retries_exhausted_error(services, fake_openai):
+async def test_a_spent_budget_fails_the_visit_with_a_retries_exhausted_error(model_services, fake_openai):
     fake_openai.will_fail(503, "overloaded")
-    status, events = await run_flow(services)
+    status, events = await run_flow(model_services)
     error = of_type(events, ev.VisitFailed)[0].error
     assert status is RunStatus.FAILED
     assert error == ("model retries exhausted after 3 attempt(s), the retry budget of 2 is spent: "
@@ -146,31 +146,31 @@ async def test_a_spent_budget_fails_the_visit_with_a_retries_exhausted_error(ser
     assert of_type(events, ev.RunFailed)[0].error == f"node 'work' failed: {error}"
 
 
-async def test_a_client_error_is_not_retried(services, fake_openai):
+async def test_a_client_error_is_not_retried(model_services, fake_openai):
     fake_openai.will_fail(400, "messages must not be empty", "invalid_request_error")
-    status, events = await run_flow(services)
+    status, events = await run_flow(model_services)
     assert status is RunStatus.FAILED
     assert attempts(events) == [(1, "HTTP_400")] and retry_lines(events) == []
 
 
 @pytest.mark.services(model_retry_budget=1)
-async def test_model_call_retries_and_re_formats_spend_one_budget(services, fake_openai):
+async def test_model_call_retries_and_re_formats_spend_one_budget(model_services, fake_openai):
     work = node("work", "llm", model_id="fake", reformat_model_id="fake", prompt="Pick a title",
                 runtimeMaxRetries=2, formatMaxRetries=2, outputs=[{"name": "title", "type": "string", "required": True}])
-    await services.catalogue.publish(workflow("shared-flow", [work, node("out", "output")], [edge("work", "out")]))
+    await model_services.catalogue.publish(workflow("shared-flow", [work, node("out", "output")], [edge("work", "out")]))
     fake_openai.will_fail(500, "hiccup")
     fake_openai.will_stream_text("Prose, not JSON.")
-    status, events = await run_flow(services, "shared-flow")
+    status, events = await run_flow(model_services, "shared-flow")
     assert status is RunStatus.FAILED
     assert of_type(events, ev.VisitFailed)[0].error.startswith(
         "retry budget exhausted: the answer still fails validation, and the visit has spent all 1 of its retries")
     assert attempts(events) == [(1, "HTTP_500"), (2, None)]
 
 
-async def test_model_calls_are_gaps_in_the_stream_ids_and_their_tokens_are_the_runs_totals(services, fake_openai):
+async def test_model_calls_are_gaps_in_the_stream_ids_and_their_tokens_are_the_runs_totals(model_services, fake_openai):
     fake_openai.will_fail(500, "hiccup")
     fake_openai.will_stream_text("Tides ", "turn.")
-    status, events = await run_flow(services)
+    status, events = await run_flow(model_services)
     positions = {c.originator_version for c in of_type(events, ev.ModelCalled)}
     ids = [message.id for message in render_all(events)]
     summary = summarize(events)
