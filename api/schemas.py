@@ -140,8 +140,15 @@ class WorkspaceView(Camel):
     download_url: str
 
 
+class TokenUsage(Camel):
+    """Tokens over every model call of a run (the sums of its ModelCalled events; 0 before any)."""
+
+    prompt_tokens: int
+    completion_tokens: int
+
+
 class RunView(Camel):
-    """`GET run`: the seed's shape plus `createdAt`, `cancelRequested` and `cancelled`."""
+    """`GET run`: the seed's shape plus `createdAt`, `cancelRequested`, `cancelled` and token `usage`."""
 
     run_id: str
     workflow_id: int
@@ -157,6 +164,7 @@ class RunView(Camel):
     workspace: WorkspaceView
     cancel_requested: bool
     cancelled: bool
+    usage: TokenUsage
 
 
 class RunState(Camel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from urllib.parse import quote
 
 from api.paths import API
-from api.schemas import CreatedRun, RunLinks, RunState, RunView, StartedRun, WorkspaceView
+from api.schemas import CreatedRun, RunLinks, RunState, RunView, StartedRun, TokenUsage, WorkspaceView
 from engine.streams.hot import HotRun
 from projections.summary import RunSummary, node_list
 from projections.visits import VisitIndex
@@ -69,6 +69,7 @@ def run_view(hot: HotRun, index: VisitIndex, file_count: int, total_bytes: int) 
         workspace=WorkspaceView(file_count=file_count, total_bytes=total_bytes, download_url=f"{base}/workspace"),
         cancel_requested=summary.cancel_requested,
         cancelled=summary.cancelled,
+        usage=TokenUsage(prompt_tokens=summary.prompt_tokens, completion_tokens=summary.completion_tokens),
     )
 
 

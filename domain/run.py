@@ -295,3 +295,25 @@ def fail_run(run: Run, at: datetime, *, error: str) -> ev.RunFailed:
     """Finish the run with an error (allowed from any non-terminal state)."""
     _check_not_finished(run, "fail")
     return ev.RunFailed(**_next(run, at), error=error)
+
+
+MODEL_CALL_PURPOSES = ("node", "reformat", "planner")
+
+
+def record_model_call(
+    run: Run, at: datetime, *, visit_uuid: str, node_id: str, model_id: str, purpose: str, attempt: int,
+    latency_ms: float, prompt_tokens: int = 0, completion_tokens: int = 0, finish_reason: str = "",
+    prompt_sha256: str = "", error_code: str | None = None,
+) -> ev.ModelCalled:
+    """Record one ended model call: of an open visit (node, reformat), or of the planner (no visit)."""
+    if purpose not in MODEL_CALL_PURPOSES:
+        raise IllegalTransition(f"unknown model call purpose {purpose!r}", run_id=run.id.hex)
+    if purpose == "planner" and not visit_uuid:
+        _check_executing(run, "record a model call")
+    else:
+        _check_open_visit(run, visit_uuid, "record a model call")
+    return ev.ModelCalled(
+        **_next(run, at), visit_uuid=visit_uuid, node_id=node_id, model_id=model_id, purpose=purpose,
+        attempt=attempt, latency_ms=latency_ms, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+        finish_reason=finish_reason, prompt_sha256=prompt_sha256, error_code=error_code,
+    )

@@ -156,6 +156,22 @@ class EngineSettings:
     max_agent_iterations: Annotated[int, setting(
         "FLOWTRAIL_MAX_AGENT_ITERATIONS", "model turns one agent visit may take", ge=1,
     )] = 20
+    model_retry_budget: Annotated[int, setting(
+        "FLOWTRAIL_MODEL_RETRY_BUDGET", "retries one visit may make over every layer together: model-call retries "
+        "(429, 5xx, timeouts, broken streams, no connection), re-formats and re-runs", ge=0,
+    )] = 10
+    model_retry_base_seconds: Annotated[float, setting(
+        "FLOWTRAIL_MODEL_RETRY_BASE_SECONDS", "first backoff window before a model call is retried; it doubles each "
+        "retry (full jitter)", ge=0,
+    )] = 1.0
+    model_retry_max_seconds: Annotated[float, setting(
+        "FLOWTRAIL_MODEL_RETRY_MAX_SECONDS", "longest wait before a retry; a `Retry-After` asking for more is not retried",
+        ge=0,
+    )] = 30.0
+    model_call_timeout_seconds: Annotated[float, setting(
+        "FLOWTRAIL_MODEL_CALL_TIMEOUT_SECONDS", "one model call (one attempt) taking longer than this is cut and counts "
+        "as a timeout", gt=0,
+    )] = 300.0
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The run summary: status, timestamps, outputs, error and current pause of one run."""
+"""The run summary: status, timestamps, outputs, error, current pause and token totals of one run."""
 
 from __future__ import annotations
 
@@ -54,6 +54,8 @@ class RunSummary:
         self.working_dir_files: tuple[str, ...] = ()
         self.last_event_id = 0
         self.last_sse_id = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
 
     def apply(self, event: ev.RunEvent) -> None:
         """Fold one run event into the summary."""
@@ -190,6 +192,10 @@ class RunSummary:
     def _failed(self, event: ev.RunFailed) -> None:
         self.completed_at, self.error = event.timestamp, event.error
 
+    def _model_called(self, event: ev.ModelCalled) -> None:
+        self.prompt_tokens += event.prompt_tokens
+        self.completion_tokens += event.completion_tokens
+
     def state_view(self) -> dict[str, Any]:
         """`GET /runs/{runId}/state`: `{runId, status, currentPause}`."""
         return {"runId": self.run_id, "status": self.external_status, "currentPause": self.current_pause}
@@ -224,6 +230,7 @@ class RunSummary:
             "workingDirFiles": list(self.working_dir_files),
             "askedClarifyIds": sorted(self.asked_clarify_ids),
             "answeredClarifyIds": sorted(self.answered_clarify_ids),
+            "usage": {"promptTokens": self.prompt_tokens, "completionTokens": self.completion_tokens},
         }
 
 
@@ -235,6 +242,7 @@ _SUMMARY_HANDLERS: dict[type, Callable[[Any, Any], None]] = {
     ev.RunCancelled: RunSummary._cancelled,
     ev.RunCompleted: RunSummary._completed,
     ev.RunFailed: RunSummary._failed,
+    ev.ModelCalled: RunSummary._model_called,
 }
 
 

@@ -7,7 +7,6 @@ is the final answer. Every turn begins at a safe point where a cancel request st
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 from typing import Any
 
@@ -23,10 +22,8 @@ from engine.llm import (
     Message,
     ReasoningDelta,
     StatusNote,
-    TextDelta,
     TodoUpdate,
     ToolCall,
-    ToolCallReady,
     ToolProgress,
     ToolSpec,
 )
@@ -132,21 +129,14 @@ class Conversation:
         if self.steps:
             await ctx.stream("step", to_json({"iteration": ctx.turn, "prev_tools": self._prev_tools}))
         request = CompletionRequest(messages=list(self.messages), tools=self.belt.specs(), purpose="node")
-        text: list[str] = []
-        calls: list[ToolCall] = []
-        async with contextlib.aclosing(ctx.models.node().stream(request, cancel=ctx.cancel_event)) as chunks:
-            async for chunk in chunks:
-                await self._take(chunk, text, calls)
-        return "".join(text), calls
+        answer = await ctx.calls.complete(ctx.models.model_id(), ctx.models.node(), request, on_chunk=self._take)
+        return answer.text, answer.tool_calls
 
-    async def _take(self, chunk: Any, text: list[str], calls: list[ToolCall]) -> None:
+    async def _take(self, chunk: Any) -> None:
+        """Stream what the model shows while it answers; its text and tool calls are gathered by the call."""
         ctx = self.ctx
-        if isinstance(chunk, TextDelta):
-            text.append(chunk.text)
-        elif isinstance(chunk, ReasoningDelta):
+        if isinstance(chunk, ReasoningDelta):
             await ctx.stream("thinking", chunk.text)
-        elif isinstance(chunk, ToolCallReady):
-            calls.append(chunk.call)
         elif isinstance(chunk, StatusNote):
             await ctx.status(chunk.text)
         elif isinstance(chunk, TodoUpdate):

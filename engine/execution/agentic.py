@@ -17,6 +17,7 @@ from domain.events import PlannerDecided
 from domain.outputs import parse_json_answer
 from domain.vocabulary import VISIT_FAILED, VISIT_SKIPPED, VISIT_SUCCESS
 from domain.workflow import NodeDefinition, WorkflowDefinition, node_by_id, start_nodes
+from engine.execution.calls import ModelCalls
 from engine.execution.errors import CancelHalt, RunFailure, describe_llm_error
 from engine.execution.models import scripted_planner
 from engine.execution.outcomes import Completed, Failed, Paused, RunOutcome
@@ -29,7 +30,7 @@ from engine.llm import (
     LlmError,
     LlmProvider,
     Message,
-    collect,
+    RetryBudget,
 )
 from projections.wire import to_json
 
@@ -131,7 +132,7 @@ class Planner:
         self.session = session
         assert session.defn is not None
         settings = session.defn.planner
-        model_id = settings.model_id or session.registry.default_model_id
+        model_id = self.model_id = settings.model_id or session.registry.default_model_id
         if model_id == SCRIPTED_ID:
             self.provider: LlmProvider = scripted_planner(
                 settings.script, skip_turns=session.progress.decisions,
@@ -142,14 +143,21 @@ class Planner:
         self.goal = settings.prompt
 
     async def decide(self) -> tuple[str | None, str]:
-        """The next node (None: finish) and the reason; RunFailure after two invalid answers."""
+        """The next node (None: finish) and the reason; RunFailure after two invalid answers.
+
+        One decision has one retry budget, spent by its model-call retries and its second ask alike.
+        """
         session = self.session
         assert session.defn is not None
         messages = planner_messages(session.defn, session.progress, self.goal)
         node_ids = [node.id for node in session.defn.nodes]
+        budget = RetryBudget(session.settings.model_retry_budget)
+        calls = ModelCalls(session.journal, session.settings, budget, cancel=session.cancel_event)
         problem = ""
-        for _ in range(PLANNER_ATTEMPTS):
-            text = await self._ask(messages)
+        for attempt in range(PLANNER_ATTEMPTS):
+            if attempt and not budget.take():
+                raise RunFailure(f"the planner gave no valid decision before its retry budget of {budget.limit} was spent: {problem}")
+            text = await self._ask(calls, messages)
             try:
                 return parse_decision(text, node_ids)
             except PlannerAnswerInvalid as error:
@@ -157,10 +165,10 @@ class Planner:
                 messages += [Message("assistant", text), Message("user", f"That answer is invalid: {problem}. Answer again.")]
         raise RunFailure(f"the planner gave no valid decision in {PLANNER_ATTEMPTS} attempts: {problem}")
 
-    async def _ask(self, messages: list[Message]) -> str:
+    async def _ask(self, calls: ModelCalls, messages: list[Message]) -> str:
         request = CompletionRequest(messages=list(messages), purpose="planner", response_format_json=True)
         try:
-            return (await collect(self.provider.stream(request, cancel=self.session.cancel_event))).text
+            return (await calls.complete(self.model_id, self.provider, request)).text
         except LlmCancelled:
             if self.session.cancel_requested:
                 raise CancelHalt() from None

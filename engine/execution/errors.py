@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.llm import LlmError, LlmHttpError, LlmStreamBroken, LlmTimeout
+from engine.llm import LlmError, LlmHttpError, LlmRetriesExhausted, LlmStreamBroken, LlmTimeout
 
 
 class VisitFailure(Exception):
@@ -30,6 +30,8 @@ class PauseForAnswer(Exception):
 
 def describe_llm_error(error: LlmError) -> str:
     """A model failure in words a reader of the run understands."""
+    if isinstance(error, LlmRetriesExhausted):
+        return f"model retries exhausted after {error.attempts} attempt(s), {error.why}: {describe_llm_error(error.last)}"
     if isinstance(error, LlmTimeout):
         return f"model call timed out: {error}"
     if isinstance(error, LlmStreamBroken):

@@ -3,7 +3,8 @@
 Inner retries re-format the answer with `reformat_model_id` (else the default model), with
 no tools; outer retries ask the node again in the same conversation. Each retry is a
 `status` line in the visit's stream; when retries run out the visit fails naming what was
-missing or mistyped.
+missing or mistyped. Each re-format and re-run spends one retry of the visit's budget, the
+one its model-call retries spend too (seed query-task-architecture: every layer counts).
 """
 
 from __future__ import annotations
@@ -14,9 +15,19 @@ from typing import Any
 from domain.outputs import OutputField, RetryPolicy, build_instruction, extract_with_retry
 from engine.execution.errors import VisitFailure
 from engine.execution.visit import VisitContext
-from engine.llm import CompletionRequest, Message, collect
+from engine.llm import CompletionRequest, Message
 
 Rerun = Callable[[str, str], Awaitable[str]]
+
+
+def spend(ctx: VisitContext, layer: str) -> None:
+    """Take one retry from the visit's budget for a re-format or re-run; VisitFailure when none is left."""
+    if not ctx.budget.take():
+        raise VisitFailure(
+            f"retry budget exhausted: the answer still fails validation, and the visit has spent all "
+            f"{ctx.budget.limit} of its retries (model-call retries, re-formats and re-runs count together) "
+            f"before another {layer}"
+        )
 
 
 async def structured_data(
@@ -30,11 +41,13 @@ async def structured_data(
     reruns = 0
 
     async def reformat(prompt: str) -> str:
+        spend(ctx, "re-format")
         request = CompletionRequest(messages=[Message("user", prompt)], purpose="reformat", response_format_json=True)
-        return (await collect(ctx.models.reformat().stream(request, cancel=ctx.cancel_event))).text
+        return (await ctx.calls.complete(ctx.models.model_id("reformat_model_id"), ctx.models.reformat(), request)).text
 
     async def rerun_node(problem: str) -> str:
         nonlocal reruns
+        spend(ctx, "re-run")
         reruns += 1
         return await rerun(problem, build_instruction(fields))
 

@@ -8,11 +8,13 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from domain.workflow import NodeDefinition
+from engine.execution.calls import ModelCalls
 from engine.execution.errors import CancelHalt
 from engine.execution.journal import Journal
 from engine.execution.models import VisitModels
 from engine.execution.ports import Toolbox
 from engine.execution.progress import Answer, VisitProgress
+from engine.llm import RetryBudget
 from engine.settings import EngineSettings
 from engine.workspace.directory import Workspace
 
@@ -32,7 +34,10 @@ class RunInputs(Protocol):
 
 
 class VisitContext:
-    """One visit in progress; `turn` counts the model turns it has played (resumed visits start past theirs)."""
+    """One visit in progress; `turn` counts the model turns it has played (resumed visits start past theirs).
+
+    `budget` is the visit's one retry budget: model-call retries, re-formats and re-runs all spend it.
+    """
 
     def __init__(self, node: NodeDefinition, visit: VisitProgress, *, run_id: UUID, journal: Journal,
                  workspace: Workspace, settings: EngineSettings, cancel_event: asyncio.Event, inputs: RunInputs,
@@ -49,6 +54,9 @@ class VisitContext:
         self.scope = scope
         self.toolbox = toolbox
         self.turn = visit.turns_done
+        self.budget = RetryBudget(settings.model_retry_budget)
+        self.calls = ModelCalls(journal, settings, self.budget, visit_uuid=visit.visit_uuid, node_id=node.id,
+                                status=self.status, cancel=cancel_event)
 
     @property
     def data(self) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from engine.llm.openai import OpenAIProvider
 from engine.llm.registry import SCRIPTED_ID, ModelRegistry, UnknownModel
+from engine.llm.retry import Backoff, RetryBudget, retried
 from engine.llm.scripted import ScriptedProvider, parse_script
 from engine.llm.types import (
     Chunk,
@@ -13,8 +14,10 @@ from engine.llm.types import (
     LlmError,
     LlmHttpError,
     LlmProvider,
+    LlmRetriesExhausted,
     LlmStreamBroken,
     LlmTimeout,
+    LlmUnreachable,
     Message,
     ModelConfig,
     ReasoningDelta,
@@ -30,8 +33,9 @@ from engine.llm.types import (
 )
 
 __all__ = [
-    "SCRIPTED_ID", "Chunk", "ClarifyAsk", "Completion", "CompletionRequest", "Finished",
-    "LlmCancelled", "LlmError", "LlmHttpError", "LlmProvider", "LlmStreamBroken", "LlmTimeout",
+    "SCRIPTED_ID", "Backoff", "Chunk", "ClarifyAsk", "Completion", "CompletionRequest", "Finished",
+    "LlmCancelled", "LlmError", "LlmHttpError", "LlmProvider", "LlmRetriesExhausted", "LlmStreamBroken",
+    "LlmTimeout", "LlmUnreachable", "RetryBudget", "retried",
     "Message", "ModelConfig", "ModelRegistry", "OpenAIProvider", "ReasoningDelta",
     "ScriptedProvider", "StatusNote", "TextDelta", "TodoUpdate", "ToolCall", "ToolCallReady",
     "ToolProgress", "ToolSpec", "UnknownModel", "Usage", "collect", "parse_script",

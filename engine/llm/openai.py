@@ -6,6 +6,8 @@ import asyncio
 import os
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -22,6 +24,7 @@ from engine.llm.types import (
     LlmHttpError,
     LlmStreamBroken,
     LlmTimeout,
+    LlmUnreachable,
     Message,
     ModelConfig,
     ReasoningDelta,
@@ -73,7 +76,8 @@ class OpenAIProvider(CollectingProvider):
             response = await guard.run(self._client.send(http_request, stream=True), deadline)
             if not response.is_success:
                 excerpt = await guard.run(_read_excerpt(response), deadline)
-                raise LlmHttpError(response.status_code, scrub(excerpt, key))
+                retry_after = parse_retry_after(response.headers.get("retry-after"))
+                raise LlmHttpError(response.status_code, scrub(excerpt, key), retry_after=retry_after)
             if response.headers.get("content-type", "").startswith("application/json"):
                 raise LlmStreamBroken("model endpoint answered plain JSON, not an event stream")
             frames = sse_data(response.aiter_lines())
@@ -173,7 +177,7 @@ class _Guard:
                 f"model {self._config.id!r} closed the stream early ({type(exc).__name__})"
             ) from None
         except httpx.TransportError as exc:
-            raise LlmError(
+            raise LlmUnreachable(
                 f"could not reach model {self._config.id!r} at "
                 f"{safe_url(self._config.base_url)} ({type(exc).__name__})"
             ) from None
@@ -367,6 +371,22 @@ def scrub(text: str, key: str | None) -> str:
     for pattern, replacement in _SECRET_PATTERNS:
         text = pattern.sub(replacement, text)
     return text
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds to wait from a `Retry-After` header: delta-seconds or an HTTP date; None if absent or unreadable."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    if text.isascii() and text.isdigit():
+        return float(text)
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 def safe_url(url: str) -> str:

@@ -89,7 +89,8 @@ class ScriptedProvider(CollectingProvider):
     """Plays the next turn of the script on each `stream()` call; repeats the last turn when done.
 
     Each purpose ("node", "reformat", "planner") keeps its own cursor; a purpose without its
-    own turns plays the node turns.
+    own turns plays the node turns. Its usage is an estimate: prompt tokens are the words of
+    the request's messages, completion tokens the word-sized pieces it streamed.
     """
 
     def __init__(

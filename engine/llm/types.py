@@ -202,25 +202,54 @@ class CollectingProvider:
 
 
 class LlmError(Exception):
-    """Base of every provider failure; messages never carry secrets."""
+    """Base of every provider failure; messages never carry secrets.
+
+    `code` names the kind of failure (recorded with the failed call); `retryable` says whether
+    the same request may succeed if sent again; `retry_after` is the wait the endpoint asked for.
+    """
 
     retryable: bool = False
+    code: str = "MODEL_ERROR"
+    retry_after: float | None = None
 
 
 class LlmTimeout(LlmError):
     """The endpoint did not answer, or stopped answering, in time."""
 
     retryable = True
+    code = "TIMEOUT"
 
 
 class LlmStreamBroken(LlmError):
     """The stream ended early or carried a malformed frame."""
 
     retryable = True
+    code = "STREAM_BROKEN"
+
+
+class LlmUnreachable(LlmError):
+    """The endpoint could not be connected to (refused, reset, name not resolved)."""
+
+    retryable = True
+    code = "CONNECTION"
 
 
 class LlmCancelled(LlmError):
     """The caller's cancel event was set while streaming."""
+
+    code = "CANCELLED"
+
+
+class LlmRetriesExhausted(LlmError):
+    """A retryable failure happened again and no retry was left (or the endpoint asked for too long a wait)."""
+
+    code = "RETRIES_EXHAUSTED"
+
+    def __init__(self, message: str, last: LlmError, *, attempts: int, why: str) -> None:
+        super().__init__(message)
+        self.last = last
+        self.attempts = attempts
+        self.why = why
 
 
 _STATUS_PHRASES = {
@@ -243,14 +272,20 @@ _STATUS_PHRASES = {
 class LlmHttpError(LlmError):
     """The endpoint answered with a non-2xx status."""
 
-    def __init__(self, status: int, body_excerpt: str = "") -> None:
+    def __init__(self, status: int, body_excerpt: str = "", *, retry_after: float | None = None) -> None:
         self.status = status
         self.body_excerpt = body_excerpt
+        self.retry_after = retry_after
         phrase = _STATUS_PHRASES.get(status, "client error" if status < 500 else "server error")
         message = f"model endpoint answered {status}: {phrase}"
         if body_excerpt:
             message += f" - {body_excerpt}"
         super().__init__(message)
+
+    @property
+    def code(self) -> str:  # type: ignore[override]  # a property where the base has a field
+        """`HTTP_` and the status, e.g. `HTTP_429`."""
+        return f"HTTP_{self.status}"
 
     @property
     def is_client_error(self) -> bool:

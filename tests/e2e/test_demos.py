@@ -175,3 +175,17 @@ async def test_demo_clarify_takes_any_topic_verbatim(demo_server, topic):
     assert question["question"] == f"Which format should the piece about {topic} use?"
     assert rest.events[-1] == "workflow_complete", rest.data[-1]
     assert rest.data[-1]["output"]["data"] == {"format": topic, "text": f"A short piece about {topic}, in the format the user chose."}
+
+
+async def test_a_demo_runs_result_carries_the_token_totals_of_its_recorded_model_calls(demo_server):
+    async with demo_server.client() as client:
+        run_id = await create_and_start(client, "demo-agentic", {"topic": "heat pumps"})
+        got = await follow(client, "demo-agentic", run_id)
+        result = (await client.get(f"/api/v1/workflows/demo-agentic/runs/{run_id}")).json()["data"]
+    events = await demo_server.services.runs.events(UUID(run_id))
+    calls = [e for e in events if type(e).__name__ == "ModelCalled"]
+    assert {"node", "planner"} <= {call.purpose for call in calls}
+    assert result["usage"] == {"promptTokens": sum(c.prompt_tokens for c in calls),
+                               "completionTokens": sum(c.completion_tokens for c in calls)}
+    assert result["usage"]["promptTokens"] > 0
+    assert not {c.originator_version for c in calls} & set(got.ids)

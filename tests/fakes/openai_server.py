@@ -27,6 +27,7 @@ class Reply:
     error_body: dict | None = None
     hang_before_headers: bool = False
     usage: tuple[int, int] = (11, 7)
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -103,10 +104,12 @@ class FakeOpenAI(LoopbackServer):
         """Answer with tool calls whose arguments arrive in pieces, finish_reason "tool_calls"."""
         self.will_reply(Reply(tool_call_frames(list(calls)) + [chunk_frame({}, "tool_calls")]))
 
-    def will_fail(self, status: int, message: str, error_type: str = "server_error") -> None:
-        """Answer with an HTTP error and an OpenAI-style JSON error body."""
+    def will_fail(self, status: int, message: str, error_type: str = "server_error", *,
+                  retry_after: str | None = None) -> None:
+        """Answer with an HTTP error and an OpenAI-style JSON error body (and a `Retry-After` header if given)."""
         body = {"error": {"message": message, "type": error_type, "param": None, "code": None}}
-        self.will_reply(Reply(status=status, error_body=body))
+        headers = {"Retry-After": retry_after} if retry_after is not None else {}
+        self.will_reply(Reply(status=status, error_body=body, headers=headers))
 
     def will_break_after(self, *pieces: str) -> None:
         """Send text pieces, then drop the connection mid-body (no [DONE], no finish)."""
@@ -150,7 +153,7 @@ class FakeOpenAI(LoopbackServer):
             await self.hang()
             return
         if reply.status != 200:
-            await _send_json(writer, reply.status, reply.error_body or {})
+            await _send_json(writer, reply.status, reply.error_body or {}, reply.headers)
             return
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
                      b"Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n"
@@ -194,10 +197,12 @@ async def _send_event(writer: asyncio.StreamWriter, frame: dict | str) -> None:
     await writer.drain()
 
 
-async def _send_json(writer: asyncio.StreamWriter, status: int, body: dict) -> None:
+async def _send_json(writer: asyncio.StreamWriter, status: int, body: dict,
+                     headers: dict[str, str] | None = None) -> None:
     payload = msgspec.json.encode(body)
+    extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
     head = (f"HTTP/1.1 {status} {_PHRASES.get(status, 'Error')}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n{extra}"
             "Connection: close\r\n\r\n")
     writer.write(head.encode() + payload)
     await writer.drain()

@@ -61,17 +61,21 @@ async def test_an_agent_visit_calls_a_tool_over_the_wire_and_answers(openai_serv
     assert not any(SECRET in str(event) for event in events)
 
 
-async def test_a_stream_that_breaks_over_the_wire_fails_the_visit_cleanly(openai_services, fake_openai):
+async def test_a_stream_that_keeps_breaking_over_the_wire_fails_the_visit_cleanly_once_retries_run_out(
+        openai_services, fake_openai):
     fake_openai.will_break_after("Tides ", "are")
     run_id = await start(openai_services, "openai-flow", {"topic": "tides"})
     run = await wait_until(openai_services, run_id)
     events = await events_of(openai_services, run_id)
     assert run.status is RunStatus.FAILED
-    assert of_type(events, ev.VisitFailed)[0].error.startswith("model stream broke")
+    assert of_type(events, ev.VisitFailed)[0].error.startswith(
+        "model retries exhausted after 11 attempt(s), the retry budget of 10 is spent: model stream broke")
+    assert [call.error_code for call in of_type(events, ev.ModelCalled)] == ["STREAM_BROKEN"] * 11
     assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
 
 
-async def test_a_model_that_stops_answering_fails_the_visit_with_a_timeout(openai_services, fake_openai):
+async def test_a_model_that_stops_answering_fails_the_visit_with_a_timeout_once_retries_run_out(
+        openai_services, fake_openai):
     work = node("work", "llm", model_id="impatient", prompt="Say something")
     await openai_services.catalogue.publish(
         workflow("impatient-flow", [work, node("out", "output")], [edge("work", "out")]))
@@ -80,8 +84,10 @@ async def test_a_model_that_stops_answering_fails_the_visit_with_a_timeout(opena
     await wait_until(openai_services, run_id)
     events = await events_of(openai_services, run_id)
     error = of_type(events, ev.VisitFailed)[0].error
-    assert error.startswith("model call timed out")
-    assert [c.content for c in chunks(events, "status", "work")] == [f"error: {error}"]
+    statuses = [c.content for c in chunks(events, "status", "work")]
+    assert error.startswith("model retries exhausted after 11 attempt(s), the retry budget of 10 is spent: model call timed out")
+    assert statuses[-1] == f"error: {error}" and all(line.startswith("model call failed") for line in statuses[:-1])
+    assert len(statuses) == 11
 
 
 @pytest.mark.parametrize("type_,extra", [

@@ -126,19 +126,25 @@ async def test_an_answer_repaired_by_a_rerun_is_accepted(services):
     assert of_type(events, ev.RunCompleted)[0].output["data"] == {"t": "Tides"}
 
 
-@pytest.mark.parametrize(("step", "expected"), [
-    ({"break": None}, "model stream broke: scripted stream broke mid-turn"),
-    ({"fail": "upstream exploded"}, "model endpoint answered 500: server error - upstream exploded"),
-    ({"hang": None}, "the node timed out after 0.2 s (its time limit)"),
+EXHAUSTED = "model retries exhausted after 11 attempt(s), the retry budget of 10 is spent: "
+
+
+@pytest.mark.parametrize(("step", "timeout", "expected", "attempts"), [
+    ({"break": None}, 30, EXHAUSTED + "model stream broke: scripted stream broke mid-turn", 11),
+    ({"fail": "upstream exploded"}, 30, EXHAUSTED + "model endpoint answered 500: server error - upstream exploded", 11),
+    ({"hang": None}, 0.2, "the node timed out after 0.2 s (its time limit)", 0),
 ])
-async def test_a_model_that_breaks_fails_or_hangs_fails_the_visit_cleanly(services, step, expected):
-    work = node("work", "agent", model_id="scripted", timeoutSeconds=0.2,
+async def test_a_model_that_breaks_fails_or_hangs_fails_the_visit_cleanly(services, step, timeout, expected, attempts):
+    work = node("work", "agent", model_id="scripted", timeoutSeconds=timeout,
                 script=[[{"thinking": "let me think about this"}, step]])
     run, events = await run_one(services, work)
+    statuses = [c.content for c in chunks(events, "status", "work")]
     assert run.status is RunStatus.FAILED
     assert of_type(events, ev.VisitFailed)[0].error == expected
-    assert [c.content for c in chunks(events, "status", "work")] == [f"error: {expected}"]
-    assert "".join(c.content for c in chunks(events, "thinking", "work")) == "let me think about this"
+    assert statuses[-1] == f"error: {expected}"
+    assert [line for line in statuses if line.startswith("model call failed")] == statuses[:-1]
+    assert len(statuses) == max(attempts, 1) and len(of_type(events, ev.ModelCalled)) == attempts
+    assert "".join(c.content for c in chunks(events, "thinking", "work")).startswith("let me think about this")
     assert of_type(events, ev.RunFailed)[0].error == f"node 'work' failed: {expected}"
     assert positions_are_contiguous(events)
 
@@ -225,7 +231,7 @@ async def test_a_failed_node_stops_its_running_siblings_and_the_run_fails_naming
     events = await events_of(services, run_id)
     failed = {e.node_id: e.error for e in of_type(events, ev.VisitFailed)}
     assert run.status is RunStatus.FAILED
-    assert failed["bad"] == "model endpoint answered 500: server error - quota exceeded"
+    assert failed["bad"] == EXHAUSTED + "model endpoint answered 500: server error - quota exceeded"
     assert failed["slow"] == f"stopped: node 'bad' failed: {failed['bad']}"
     assert not [e for e in of_type(events, ev.VisitStarted) if e.node_id == "out"]
 

@@ -3,6 +3,8 @@
 import asyncio
 import socket
 import time
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 
 import pytest
 
@@ -14,6 +16,7 @@ from engine.llm import (
     LlmHttpError,
     LlmStreamBroken,
     LlmTimeout,
+    LlmUnreachable,
     Message,
     ModelConfig,
     ModelRegistry,
@@ -272,12 +275,29 @@ async def test_the_provider_still_works_after_a_cancelled_stream(fake_openai, co
     assert (await provider.complete(ask())).text == "again"
 
 
-async def test_an_unreachable_endpoint_is_a_clear_error(connect):
+async def test_an_unreachable_endpoint_is_a_clear_retryable_error(connect):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    with pytest.raises(LlmError, match="could not reach model 'fake'"):
+    with pytest.raises(LlmUnreachable, match="could not reach model 'fake'") as failure:
         await connect(base_url=f"http://127.0.0.1:{port}/v1").complete(ask())
+    assert (failure.value.retryable, failure.value.code) == (True, "CONNECTION")
+
+
+@pytest.mark.parametrize(("header", "seconds"), [("7", 7.0), (None, None), ("soon", None)])
+async def test_a_429_carries_the_wait_its_retry_after_header_asks_for(fake_openai, connect, header, seconds):
+    fake_openai.will_fail(429, "Rate limit reached for requests", "rate_limit_exceeded", retry_after=header)
+    with pytest.raises(LlmHttpError) as failure:
+        await connect().complete(ask())
+    assert (failure.value.retry_after, failure.value.code) == (seconds, "HTTP_429")
+
+
+async def test_a_retry_after_given_as_an_http_date_is_the_seconds_until_then(fake_openai, connect):
+    when = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
+    fake_openai.will_fail(503, "overloaded", retry_after=when)
+    with pytest.raises(LlmHttpError) as failure:
+        await connect().complete(ask())
+    assert failure.value.retry_after is not None and 25 <= failure.value.retry_after <= 30
 
 
 # ---- the registry ----------------------------------------------------------------------

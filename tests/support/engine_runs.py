@@ -19,12 +19,15 @@ from engine.runs.creation import NewRun
 from engine.settings import EngineSettings, Settings
 from tests.support.server import server_settings
 
+QUICK_RETRIES: dict[str, Any] = {"model_retry_base_seconds": 0.001, "model_retry_max_seconds": 0.05}
+"""Backoff for tests: real retries, waits of milliseconds."""
+
 
 def engine_settings(store: str, data_dir: Path, *, load_demos: bool = True, coalesce_ms: float = 5.0,
                     **engine: Any) -> Settings:
-    """Test server settings with the demos loaded and engine settings overridden."""
+    """Test server settings with the demos loaded and engine settings overridden (model retries wait milliseconds)."""
     settings = server_settings(store, data_dir, load_demos=load_demos, coalesce_ms=coalesce_ms)
-    return replace(settings, engine=replace(EngineSettings(), **engine))
+    return replace(settings, engine=replace(EngineSettings(), **{**QUICK_RETRIES, **engine}))
 
 
 @contextlib.asynccontextmanager

@@ -143,3 +143,12 @@ class RunLog:
         """RunFailed."""
         self._add(ev.RunFailed, error=error)
         return self
+
+    def model_called(self, uuid: str = "", *, purpose: str = "node", attempt: int = 1, prompt_tokens: int = 0,
+                     completion_tokens: int = 0, error_code: str | None = None) -> RunLog:
+        """ModelCalled for a visit (the planner's when `uuid` is empty)."""
+        self._add(ev.ModelCalled, visit_uuid=uuid, node_id=self._node_of.get(uuid, ""), model_id="gpt",
+                  purpose=purpose, attempt=attempt, latency_ms=12.5, prompt_tokens=prompt_tokens,
+                  completion_tokens=completion_tokens, finish_reason="" if error_code else "stop",
+                  prompt_sha256="ab" * 32, error_code=error_code)
+        return self

@@ -146,3 +146,18 @@ def test_the_summary_reads_the_pause_from_the_domain_runs_pending_question():
     summary = summarize(run.events)
     pending, pause = summary.run.pending_clarify if summary.run else None, summary.current_pause
     assert pending is not None and pause is not None and pending.clarify_id == pause.clarify_id == "clar-1"
+
+
+def test_token_totals_are_the_sums_over_every_model_call_and_model_calls_are_not_sse_messages():
+    run = RunLog().created().started()
+    a = run.visit("A")
+    run.model_called(a, error_code="HTTP_500").model_called(a, attempt=2, prompt_tokens=11, completion_tokens=7)
+    run.model_called(purpose="planner", prompt_tokens=30, completion_tokens=4)
+    summary = summarize(run.events)
+    assert (summary.prompt_tokens, summary.completion_tokens) == (41, 11)
+    assert summary.as_dict()["usage"] == {"promptTokens": 41, "completionTokens": 11}
+    assert (summary.last_event_id, summary.last_sse_id) == (6, 3)
+
+
+def test_a_run_without_model_calls_has_zero_tokens():
+    assert summarize(RunLog().created().started().events).as_dict()["usage"] == {"promptTokens": 0, "completionTokens": 0}

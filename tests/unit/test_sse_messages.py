@@ -176,3 +176,10 @@ def test_a_ten_thousand_event_run_folds_into_one_message_per_visible_event():
     assert len(run.events) >= 10_000
     assert [m.id for m in messages] == list(range(3, len(run.events) + 1))
     assert is_terminal_message(messages[-1])
+
+
+def test_a_model_call_sends_nothing_and_its_position_is_a_gap_in_the_ids():
+    run = RunLog().created().started()
+    a = run.visit("A")
+    run.model_called(a, error_code="HTTP_429").model_called(a, attempt=2, prompt_tokens=5).stream(a, "status", "ok")
+    assert list(bodies(run)) == [3, 6]
