@@ -80,7 +80,7 @@ class ReadModel:
         if self.kind == "sqlite":
             self.catch_up()
             return
-        env = {**library_env(self.store.location), "POSTGRES_POOL_SIZE": "1", "POSTGRES_MAX_OVERFLOW": "1"}
+        env = {**library_env(self.store.location), "POSTGRES_POOL_SIZE": "0", "POSTGRES_MAX_OVERFLOW": "2"}
         self.runner = ProjectionRunner(
             application_class=FlowtrailApplication, projection_class=RunRowProjection,
             view_class=PostgresRunRows, env=env,
@@ -114,6 +114,8 @@ class ReadModel:
                 self.runner.__exit__(None, None, None)
             except Exception:
                 log.exception("the run read model's runner stopped with an error")
+            finally:
+                self.runner.view.datastore.close()  # the runner closes its application, not its view
         self.reader.close()
 
 
