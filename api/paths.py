@@ -11,4 +11,7 @@ WORKFLOW_RUN = f"{WORKFLOW_RUNS}/{{runId:str}}"
 RUN = f"{API}/runs/{{runId:str}}"
 RUN_AUDIT = f"{RUN}/audit"
 HEALTH = "/healthz"
+READY = "/readyz"
+METRICS = "/metrics"
+SWAGGER_ASSETS = "/static/swagger-ui"
 CONTEXT = ROOT

@@ -7,13 +7,14 @@ from litestar.types import ControllerRouterHandler
 from api.audit import AuditController
 from api.clarify import ClarifyController
 from api.context import ContextQueryController
-from api.health import health
+from api.health import health, readiness
 from api.runs import RunController
 from api.streams import RunStreamController
 from api.workflows import WorkflowController
 
 CONTROLLERS: list[ControllerRouterHandler] = [
     health,
+    readiness,
     AuditController,
     WorkflowController,
     RunController,

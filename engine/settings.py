@@ -57,6 +57,17 @@ def _bool(name: str, default: bool) -> bool:
     return raw.strip().lower() in {"1", "true", "yes", "on"}
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _choice(name: str, default: str, accepted: tuple[str, ...]) -> str:
+    """The value, lower-cased, when it is one of `accepted` (in any case); else exit in one line naming them."""
+    raw = (os.environ.get(name, "").strip() or default).lower()
+    if raw not in {value.lower() for value in accepted}:
+        raise SystemExit(f"{name} must be one of {', '.join(accepted)}, got {raw[:32]!r}")
+    return raw
+
+
 def decode_json_list(variable: str, raw: str, item: type[S]) -> tuple[S, ...]:
     """The JSON list of objects in a variable; anything else (an unknown field too) exits in one line naming it."""
     wanted: Any = tuple[item, ...]  # type: ignore[valid-type]  # the item type is the caller's
@@ -188,6 +199,10 @@ class Settings:
     uploads: UploadSettings = field(default_factory=UploadSettings)
     load_demos: bool = True
     """Publish the shipped demo workflows at start-up."""
+    log_format: str = "text"
+    """`text` (one readable line per record) or `json` (one JSON object per line) for every logger of the process."""
+    log_level: str = "INFO"
+    """The least severe level logged: DEBUG, INFO, WARNING, ERROR or CRITICAL."""
 
     @property
     def workspaces_dir(self) -> Path:
@@ -217,6 +232,7 @@ class Settings:
                 hot_buffer_messages=max(5000, _int("FLOWTRAIL_HOT_BUFFER_MESSAGES", 10_000)),
                 hot_retention_seconds=_float("FLOWTRAIL_HOT_RETENTION_SECONDS", 1800.0),
                 max_stream_seconds=_float("FLOWTRAIL_MAX_STREAM_SECONDS", 86_400.0),
+                shutdown_grace_seconds=_float("FLOWTRAIL_SHUTDOWN_GRACE_SECONDS", 3.0),
             ),
             engine=EngineSettings(
                 models_json=_env("FLOWTRAIL_MODELS", ""),
@@ -241,4 +257,6 @@ class Settings:
                 sweep_interval_seconds=_float("FLOWTRAIL_WORKSPACE_SWEEP_SECONDS", 3600.0),
             ),
             load_demos=_bool("FLOWTRAIL_LOAD_DEMOS", True),
+            log_format=_choice("FLOWTRAIL_LOG_FORMAT", "text", ("text", "json")),
+            log_level=_choice("FLOWTRAIL_LOG_LEVEL", "INFO", LOG_LEVELS).upper(),
         )

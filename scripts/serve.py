@@ -7,8 +7,10 @@ import logging
 import uvicorn
 
 from api.app import create_app
+from api.server import GracefulServer
 from api.sse import encode_frame
 from engine.bootstrap import build_services
+from engine.observability.logs import configure_logging, uvicorn_logging
 from engine.settings import Settings
 
 log = logging.getLogger("flowtrail")
@@ -16,16 +18,16 @@ log = logging.getLogger("flowtrail")
 
 def serve() -> int:
     """Build the service from the environment and serve until interrupted."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)
     settings = Settings.from_env()
+    configure_logging(settings.log_format, settings.log_level)
     services = build_services(settings, encode_frame=encode_frame)
     if settings.demo_key_in_use:
         log.warning("FLOWTRAIL_API_KEYS is unset: created the API key 'demo-key' with no scope limit")
     log.info("store: %s", services.store.location.kind)
     log.info("listening on http://%s:%d (API docs at /schema/swagger)", settings.host, settings.port)
-    uvicorn.run(
-        create_app(services), host=settings.host, port=settings.port, log_level="warning", lifespan="on",
-        timeout_graceful_shutdown=int(settings.stream.shutdown_grace_seconds) or None,
+    config = uvicorn.Config(
+        create_app(services), host=settings.host, port=settings.port, lifespan="on",
+        timeout_graceful_shutdown=int(settings.stream.shutdown_grace_seconds) or None, **uvicorn_logging(settings.log_level),
     )
+    GracefulServer(config, on_stop=services.hub.close_streams).run()
     return 0
