@@ -56,7 +56,7 @@ class AccessLog:
             "key_id": self._key_id(scope),
         }
         level = logging.DEBUG if route in QUIET_ROUTES else logging.INFO
-        logger.log(level, "%s %s %d", method, route, status, extra=fields)
+        logger.log(level, "request", extra=fields)
 
     def _key_id(self, scope: Scope) -> str:
         """The stable id of the request's API key; `-` when it sent none or an unknown one."""

@@ -118,7 +118,7 @@ class AsyncEventStore:
         if self.pool is not None:
             await self.pool.fetchval(self._select_newest)
         elif self.sqlite is not None:
-            await self._on_reader(self.sqlite.last_position, UUID(int=0))
+            await self._on_reader(self.sqlite.check_readable)
         else:
             await self._in_thread(self.sync.last_notification_id)
 
