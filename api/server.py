@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import socket
 import threading
 from collections.abc import Callable, Generator
 from types import FrameType
@@ -23,10 +24,10 @@ class GracefulServer(uvicorn.Server):
         self.on_stop = on_stop
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    async def serve(self, sockets: list[object] | None = None) -> None:  # type: ignore[override]  # uvicorn's signature
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         """Serve until stopped (remembering the loop the stop signal must reach)."""
         self._loop = asyncio.get_running_loop()
-        await super().serve(sockets)  # type: ignore[arg-type]
+        await super().serve(sockets)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         """uvicorn's stop, with `on_stop` scheduled on the server's loop (a signal handler may not touch it)."""
