@@ -14,7 +14,7 @@ from litestar.openapi.spec import Components, SecurityScheme
 from api.access_log import AccessLog
 from api.context import handle_context_error, is_context_path
 from api.dependencies import service_dependencies
-from api.docs import swagger_ui_assets, swagger_ui_plugin
+from api.docs import docs_assets, redoc_plugin, swagger_ui_plugin
 from api.errors import handle_exception
 from api.health import MetricsController
 from api.routes import CONTROLLERS
@@ -53,7 +53,7 @@ def create_app(services: Services) -> Litestar:
     """
     readiness = readiness_of(services)
     app = Litestar(
-        route_handlers=[*CONTROLLERS, MetricsController, swagger_ui_assets()],
+        route_handlers=[*CONTROLLERS, MetricsController, *docs_assets()],
         dependencies={
             **service_dependencies(services),
             "readiness": Provide(lambda: readiness, use_cache=True, sync_to_thread=False),
@@ -67,7 +67,7 @@ def create_app(services: Services) -> Litestar:
             version="1.0.0",
             description="Event-sourced runs of LLM-agent workflows.",
             path="/schema",
-            render_plugins=[swagger_ui_plugin()],
+            render_plugins=[swagger_ui_plugin(), redoc_plugin()],
             components=Components(
                 security_schemes={"ApiKey": SecurityScheme(type="apiKey", name="X-API-Key", security_scheme_in="header")}
             ),

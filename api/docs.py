@@ -1,4 +1,5 @@
-"""Swagger UI served by flowtrail itself, from the swagger-ui-dist files that `swagger-ui-py` ships: no CDN."""
+"""API docs served by flowtrail itself, no CDN: Swagger UI from the swagger-ui-dist files `swagger-ui-py` ships,
+ReDoc from the npm package's bundle committed under api/static/redoc (its README names the version)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,13 @@ import importlib.util
 from pathlib import Path
 
 from litestar.datastructures import CacheControlHeader
-from litestar.openapi.plugins import SwaggerRenderPlugin
+from litestar.openapi.plugins import RedocRenderPlugin, SwaggerRenderPlugin
 from litestar.router import Router
 from litestar.static_files import create_static_files_router
 
-from api.paths import SWAGGER_ASSETS
+from api.paths import REDOC_ASSETS, SWAGGER_ASSETS
+
+REDOC_DIRECTORY = Path(__file__).parent / "static" / "redoc"
 
 
 def swagger_ui_directory() -> Path:
@@ -31,9 +34,24 @@ def swagger_ui_plugin() -> SwaggerRenderPlugin:
     )
 
 
-def swagger_ui_assets() -> Router:
-    """The Swagger UI files under SWAGGER_ASSETS (cached by browsers for a day)."""
-    return create_static_files_router(
-        path=SWAGGER_ASSETS, directories=[swagger_ui_directory()], name="swagger-ui-assets",
-        cache_control=CacheControlHeader(max_age=86_400), include_in_schema=False,
+def redoc_plugin() -> RedocRenderPlugin:
+    """`/schema/redoc`, its script from this server and no web fonts (the page uses the browser's)."""
+    return RedocRenderPlugin(
+        js_url=f"{REDOC_ASSETS}/redoc.standalone.js", google_fonts=False,
+        favicon=f"<link rel='icon' type='image/png' href='{SWAGGER_ASSETS}/favicon-32x32.png'>",
     )
+
+
+def docs_assets() -> list[Router]:
+    """The Swagger UI and ReDoc files under their paths (cached by browsers for a day)."""
+    day = CacheControlHeader(max_age=86_400)
+    return [
+        create_static_files_router(
+            path=SWAGGER_ASSETS, directories=[swagger_ui_directory()], name="swagger-ui-assets", cache_control=day,
+            include_in_schema=False,
+        ),
+        create_static_files_router(
+            path=REDOC_ASSETS, directories=[REDOC_DIRECTORY], name="redoc-assets", cache_control=day,
+            include_in_schema=False,
+        ),
+    ]

@@ -14,4 +14,5 @@ HEALTH = "/healthz"
 READY = "/readyz"
 METRICS = "/metrics"
 SWAGGER_ASSETS = "/static/swagger-ui"
+REDOC_ASSETS = "/static/redoc"
 CONTEXT = ROOT

@@ -1,4 +1,4 @@
-"""/schema/swagger renders in a headless Chromium that may reach nothing but this server: Swagger UI is served locally."""
+"""/schema/swagger and /schema/redoc render in a headless Chromium that may reach nothing but this server."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
     "--disable-sync",
 ]
+REDOCLY_BADGE = "https://cdn.redoc.ly/redoc/logo-mini.svg"
+"""The "API docs by Redocly" footer image, built into ReDoc's bundle: decorative, the page renders without it."""
 OPERATIONS = ("createRun", "startRun", "streamRun", "getRun", "cancelRun", "listWorkflows")
 
 
@@ -42,10 +44,13 @@ async def docs_server(tmp_path: Path) -> AsyncIterator[RunningServer]:
     await running.stop()
 
 
-async def test_swagger_ui_shows_the_operations_with_no_network_but_this_server(docs_server, tmp_path):
+async def render_offline(server: RunningServer, path: str, ready: str, selectors: dict[str, str],
+                         screenshot: Path) -> tuple[list[str], dict[str, int]]:
+    """Load `path` in Chromium refusing every host but the server's, wait for `ready`, count each selector's
+    matches; (the URLs refused, the counts by name)."""
     from playwright.async_api import Route, async_playwright
 
-    ours = urlsplit(docs_server.base_url).netloc
+    ours = urlsplit(server.base_url).netloc
     refused: list[str] = []
 
     async def only_this_server(route: Route) -> None:
@@ -60,11 +65,28 @@ async def test_swagger_ui_shows_the_operations_with_no_network_but_this_server(d
         try:
             page = await browser.new_page()
             await page.route("**/*", only_this_server)
-            await page.goto(f"{docs_server.base_url}/schema/swagger")
-            await page.wait_for_selector("#operations-runs-createRun", timeout=30_000)
-            shown = {operation: await page.locator(f"[id$='-{operation}']").count() for operation in OPERATIONS}
-            await page.screenshot(path=str(tmp_path / "swagger.png"), full_page=True)
+            await page.goto(f"{server.base_url}{path}")
+            await page.wait_for_selector(ready, timeout=30_000)
+            counts = {name: await page.locator(selector).count() for name, selector in selectors.items()}
+            await page.screenshot(path=str(screenshot), full_page=True)
         finally:
             await browser.close()
+    return refused, counts
+
+
+async def test_swagger_ui_shows_the_operations_with_no_network_but_this_server(docs_server, tmp_path):
+    refused, shown = await render_offline(
+        docs_server, "/schema/swagger", "#operations-runs-createRun",
+        {operation: f"[id$='-{operation}']" for operation in OPERATIONS}, tmp_path / "swagger.png",
+    )
     assert refused == []
+    assert all(count == 1 for count in shown.values()), shown
+
+
+async def test_redoc_shows_the_operations_with_no_network_but_this_server(docs_server, tmp_path):
+    refused, shown = await render_offline(
+        docs_server, "/schema/redoc", "[id='operation/createRun']",
+        {operation: f"[id='operation/{operation}']" for operation in OPERATIONS}, tmp_path / "redoc.png",
+    )
+    assert refused in ([], [REDOCLY_BADGE])
     assert all(count == 1 for count in shown.values()), shown
