@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 
 import uvicorn
 
@@ -27,7 +28,8 @@ def serve() -> int:
     log.info("listening on http://%s:%d (API docs at /schema/swagger)", settings.host, settings.port)
     config = uvicorn.Config(
         create_app(services), host=settings.host, port=settings.port, lifespan="on",
-        timeout_graceful_shutdown=int(settings.stream.shutdown_grace_seconds) or None, **uvicorn_logging(settings.log_level),
+        timeout_graceful_shutdown=math.ceil(settings.stream.shutdown_grace_seconds) or None,
+        **uvicorn_logging(settings.log_level),
     )
     GracefulServer(config, on_stop=services.hub.close_streams).run()
     return 0

@@ -38,7 +38,7 @@ class AsyncEventStore:
             "WHERE originator_id = $1 AND originator_version > $2 ORDER BY originator_version LIMIT $3"
         )
         self._select_last = f"SELECT COALESCE(MAX(originator_version), 0) FROM {table} WHERE originator_id = $1"
-        self._select_newest = f"SELECT 1 FROM {table} LIMIT 1"
+        self._select_any = f"SELECT 1 FROM {table} LIMIT 1"
 
     async def start(self) -> None:
         """Open the asyncpg pool on PostgreSQL, then warm the read path."""
@@ -109,14 +109,14 @@ class AsyncEventStore:
     async def check_reachable(self, timeout: float) -> None:
         """Run a real query on the events table within `timeout` seconds; raises what the store raised (or TimeoutError)."""
         try:
-            await asyncio.wait_for(self._read_newest_position(), timeout)
+            await asyncio.wait_for(self._query_the_events_table(), timeout)
         except Exception:
             STORE_ERRORS.labels("readiness").inc()
             raise
 
-    async def _read_newest_position(self) -> None:
+    async def _query_the_events_table(self) -> None:
         if self.pool is not None:
-            await self.pool.fetchval(self._select_newest)
+            await self.pool.fetchval(self._select_any)
         elif self.sqlite is not None:
             await self._on_reader(self.sqlite.check_readable)
         else:
