@@ -1,4 +1,4 @@
-"""The HTTP application: routes, dependencies, error envelope, CORS and OpenAPI."""
+"""The HTTP application: routes, dependencies, error envelope, CORS, OpenAPI, access log and metrics."""
 
 from __future__ import annotations
 
@@ -7,15 +7,21 @@ from typing import Any
 import anyio
 from litestar import Litestar, Request, Response
 from litestar.config.cors import CORSConfig
+from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
-from litestar.openapi.plugins import SwaggerRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 
+from api.access_log import AccessLog
 from api.context import handle_context_error, is_context_path
 from api.dependencies import service_dependencies
+from api.docs import docs_assets, redoc_plugin, swagger_ui_plugin
 from api.errors import handle_exception
+from api.health import MetricsController
 from api.routes import CONTROLLERS
 from engine.bootstrap import Services, tune_collector
+from engine.execution.models import parse_models
+from engine.llm import SCRIPTED_ID
+from engine.observability.readiness import Readiness
 
 
 async def load_stream_backend() -> None:
@@ -32,11 +38,26 @@ def handle_error(request: Request[Any, Any, Any], exc: Exception) -> Response[An
     return handle_exception(request, exc)
 
 
+def readiness_of(services: Services) -> Readiness:
+    """What /readyz checks: the store, whether the engine takes runs now, and the configured models."""
+    models = [model.id for model in parse_models(services.settings.engine.models_json)] + [SCRIPTED_ID]
+    return Readiness(
+        services.store, lambda: services.engine is not None and not services.hub.closing, model_ids=models,
+    )
+
+
 def create_app(services: Services) -> Litestar:
-    """A Litestar app serving `services`; it starts and closes them with the server."""
-    return Litestar(
-        route_handlers=list(CONTROLLERS),
-        dependencies=service_dependencies(services),
+    """A Litestar app serving `services`; it starts and closes them with the server.
+
+    Every request passes the access log first (it logs and counts requests no route matched too).
+    """
+    readiness = readiness_of(services)
+    app = Litestar(
+        route_handlers=[*CONTROLLERS, MetricsController, *docs_assets()],
+        dependencies={
+            **service_dependencies(services),
+            "readiness": Provide(lambda: readiness, use_cache=True, sync_to_thread=False),
+        },
         exception_handlers={Exception: handle_error},
         on_startup=[services.start, load_stream_backend, tune_collector],
         on_shutdown=[services.close],
@@ -46,11 +67,14 @@ def create_app(services: Services) -> Litestar:
             version="1.0.0",
             description="Event-sourced runs of LLM-agent workflows.",
             path="/schema",
-            render_plugins=[SwaggerRenderPlugin()],
+            render_plugins=[swagger_ui_plugin(), redoc_plugin()],
             components=Components(
                 security_schemes={"ApiKey": SecurityScheme(type="apiKey", name="X-API-Key", security_scheme_in="header")}
             ),
             security=[{"ApiKey": []}],
         ),
         debug=False,
+        logging_config=None,  # the process's logging is configured once (engine.observability.logs)
     )
+    app.asgi_handler = AccessLog(app.asgi_handler, services.keys)
+    return app

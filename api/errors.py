@@ -43,6 +43,7 @@ HTTP_STATUS: dict[str, int] = {
     "UNSUPPORTED_MEDIA_TYPE": 415,
     "INTERNAL_ERROR": 500,
     "ENGINE_UNAVAILABLE": 503,
+    "NOT_READY": 503,
     "CONTEXT_DISABLED": 503,
 }
 """Every code a caller can be answered with, and its HTTP status."""

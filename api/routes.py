@@ -8,7 +8,7 @@ from api.audit import AuditController
 from api.clarify import ClarifyController
 from api.context import ContextQueryController
 from api.events import RunEventsController
-from api.health import health
+from api.health import health, readiness
 from api.listing import RunListController
 from api.runs import RunController
 from api.streams import RunStreamController
@@ -16,6 +16,7 @@ from api.workflows import WorkflowController
 
 CONTROLLERS: list[ControllerRouterHandler] = [
     health,
+    readiness,
     AuditController,
     RunEventsController,
     WorkflowController,

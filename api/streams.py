@@ -17,6 +17,7 @@ from api.paths import WORKFLOW_RUN
 from api.schemas import EventStreamOperation, RunIdInPath, WorkflowNameInPath, stream_responses
 from api.sse import encode_frame
 from engine.context.views import ContextReader
+from engine.observability.metrics import REPLAY_READS, SSE_CLIENTS, SSE_MESSAGES
 from engine.runs.service import RunService
 from engine.settings import ApiKey, Settings, StreamSettings
 from engine.streams.hot import HotRun
@@ -27,6 +28,8 @@ from projections.visits import VisitIndex, visit_snapshot
 from projections.wire import encode
 
 KEEPALIVE = ServerSentEventMessage(comment="keep-alive", data=None)
+SHUTTING_DOWN = ServerSentEventMessage(comment="server shutting down; reconnect with Last-Event-ID", data=None)
+"""The last frame of a stream the server ends because it stops (a client tells it from a crash)."""
 EVENT_TYPES = (
     "node_status", "node_stream", "visit_recorded", "planner_decision", "workflow_complete", "workflow_error",
 )
@@ -178,6 +181,7 @@ async def stream_frames(
     keepalive = limits.keepalive_seconds
     deadline = time.monotonic() + limits.max_stream_seconds
     hot.watchers += 1
+    SSE_CLIENTS.inc()
     try:
         if snapshot:
             cursor = hot.version
@@ -185,11 +189,11 @@ async def stream_frames(
             first = [snapshot_frame(hot, only, index)]
             if hot.terminal_id is not None:
                 first += hot.frames_after(hot.terminal_id - 1, limit=1)[0]
-            yield FrameBatch(first)
+            yield _counted(FrameBatch(first))
         while True:
             if not hot.covers(cursor):
                 async for batch, caught_up in _from_store(runs, hot, cursor, only):
-                    yield batch
+                    yield _counted(batch)
                     cursor = caught_up
                 continue
             changed = hot.changed_event()
@@ -197,20 +201,30 @@ async def stream_frames(
             if last > cursor:
                 cursor = last
                 if frames:
-                    yield FrameBatch(frames)
+                    yield _counted(FrameBatch(frames))
                 continue
             if hot.terminal_id is not None and cursor >= hot.terminal_id or time.monotonic() >= deadline:
+                return
+            if runs.hub.closing:
+                yield SHUTTING_DOWN
                 return
             if not await wait_event(changed, keepalive):
                 yield KEEPALIVE
     finally:
         hot.watchers -= 1
+        SSE_CLIENTS.dec()
+
+
+def _counted(batch: FrameBatch) -> FrameBatch:
+    SSE_MESSAGES.inc(len(batch.frames))
+    return batch
 
 
 async def _from_store(
     runs: RunService, hot: HotRun, cursor: int, only: StreamFilter
 ) -> AsyncIterator[tuple[FrameBatch, int]]:
     """What memory no longer holds after `cursor` (a client behind the buffer), folded from the log."""
+    REPLAY_READS.labels("behind_memory").inc()
     messages = render_all(await runs.events(hot.run_id), after=cursor)
     if not messages:
         yield FrameBatch([]), max(cursor, hot.dropped_upto)

@@ -19,7 +19,7 @@ import types
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, NamedTuple, TypeVar, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, Literal, NamedTuple, TypeVar, get_args, get_origin, get_type_hints
 from urllib.parse import urlsplit
 
 import msgspec
@@ -120,8 +120,10 @@ class StreamSettings:
         "FLOWTRAIL_MAX_STREAM_SECONDS", "a stream connection is closed after this long (resume with `Last-Event-ID`)",
         gt=0,
     )] = 86_400.0
-    shutdown_grace_seconds: float = 3.0
-    """On shutdown, open streams get this long before they are closed."""
+    shutdown_grace_seconds: Annotated[float, setting(
+        "FLOWTRAIL_SHUTDOWN_GRACE_SECONDS", "on SIGTERM/SIGINT, open responses get this long to end before the process "
+        "stops (streams end at once with a reconnect hint)", ge=0,
+    )] = 3.0
 
 
 @dataclass(frozen=True)
@@ -272,6 +274,13 @@ class Settings:
     context: ContextSettings = field(default_factory=ContextSettings)
     uploads: UploadSettings = field(default_factory=UploadSettings)
     commands: CommandSettings = field(default_factory=CommandSettings)
+    log_format: Annotated[Literal["text", "json"], setting(
+        "FLOWTRAIL_LOG_FORMAT", "`text` (one readable line per record) or `json` (one JSON object per line: ts, level, "
+        "logger, msg and context fields) for every logger of the process",
+    )] = "text"
+    log_level: Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], setting(
+        "FLOWTRAIL_LOG_LEVEL", "the least severe level logged",
+    )] = "INFO"
 
     @property
     def workspaces_dir(self) -> Path:
@@ -337,6 +346,8 @@ def accepted_values(hint: Any) -> str:
         return str(meta.extra["accepts"])
     if _is_json_list(base):
         return "a JSON list of objects"
+    if get_origin(base) is Literal:
+        return "one of " + ", ".join(str(choice) for choice in get_args(base))
     words = {bool: "true or false (or 1, 0)", int: "a whole number", float: "a number", Path: "a path",
              str: "text"}.get(base, str(base))
     bounds = [f"{sign} {getattr(meta, name):g}" for name, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"))

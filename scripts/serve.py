@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import errno
 import logging
+import math
 import socket
 
 import uvicorn
 
 from api.app import create_app
+from api.server import GracefulServer
 from api.sse import encode_frame
 from engine.bootstrap import build_services
+from engine.observability.logs import configure_logging, uvicorn_logging
 from engine.settings import Settings, SettingsError
 
 log = logging.getLogger("flowtrail")
@@ -32,8 +35,8 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-class Server(uvicorn.Server):
-    """uvicorn's server on our socket; it says "listening" once the app has started and it accepts requests."""
+class Server(GracefulServer):
+    """The graceful server on our socket; it says "listening" once the app has started and it accepts requests."""
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         """Start the app (the store opens, runs are recovered), then serve the sockets."""
@@ -45,17 +48,17 @@ class Server(uvicorn.Server):
 
 def serve() -> int:
     """Build the service from the environment and serve until interrupted."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)
     settings = Settings.from_env()
+    configure_logging(settings.log_format, settings.log_level)
     sock = bind(settings.host, settings.port)
     services = build_services(settings, encode_frame=encode_frame)
     if settings.demo_key_in_use:
         log.warning("FLOWTRAIL_API_KEYS is unset: created the API key 'demo-key' with no scope limit")
     log.info("store: %s", services.store.location.kind)
     config = uvicorn.Config(
-        create_app(services), log_level="warning", lifespan="on",
-        timeout_graceful_shutdown=int(settings.stream.shutdown_grace_seconds) or None,
+        create_app(services), lifespan="on",
+        timeout_graceful_shutdown=math.ceil(settings.stream.shutdown_grace_seconds) or None,
+        **uvicorn_logging(settings.log_level),
     )
-    Server(config).run(sockets=[sock])
+    Server(config, on_stop=services.hub.close_streams).run(sockets=[sock])
     return 0

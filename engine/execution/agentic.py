@@ -32,6 +32,7 @@ from engine.llm import (
     Message,
     RetryBudget,
 )
+from engine.llm.metered import metered
 from projections.wire import to_json
 
 PLANNER_ATTEMPTS = 2
@@ -140,6 +141,7 @@ class Planner:
             )
         else:
             self.provider = session.registry.provider_for(model_id)
+        self.provider = metered(self.provider, model_id)
         self.goal = settings.prompt
 
     async def decide(self) -> tuple[str | None, str]:

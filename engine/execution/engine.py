@@ -30,6 +30,7 @@ from engine.execution.ports import ContextTools, WorkflowVersions
 from engine.execution.progress import Progress, fold_progress
 from engine.execution.session import RunSession, SessionTools
 from engine.llm import ModelRegistry
+from engine.observability.metrics import RUNS_ACTIVE
 from engine.runs.service import RunService
 from engine.settings import EngineSettings
 from engine.workspace.directory import Workspace
@@ -194,7 +195,9 @@ class Engine:
     def _schedule(self, run_id: UUID) -> None:
         task = self._tasks.get(run_id)
         if task is None or task.done():
-            self._tasks[run_id] = asyncio.create_task(self._drive(run_id), name=f"flowtrail-run-{run_id.hex}")
+            task = self._tasks[run_id] = asyncio.create_task(self._drive(run_id), name=f"flowtrail-run-{run_id.hex}")
+            RUNS_ACTIVE.inc()
+            task.add_done_callback(lambda _: RUNS_ACTIVE.dec())
 
     async def _settle(self, run_id: UUID, *, schedule: bool) -> None:
         if schedule:

@@ -15,6 +15,7 @@ from engine.llm import (
     ScriptedProvider,
     parse_script,
 )
+from engine.llm.metered import metered
 from engine.settings import EngineSettings, decode_json_list
 
 
@@ -88,12 +89,14 @@ class VisitModels:
         return self._scripted
 
     def node(self) -> LlmProvider:
-        """The node's own model."""
-        return self.provider(self.model_id("model_id"))
+        """The node's own model (its calls counted)."""
+        model_id = self.model_id("model_id")
+        return metered(self.provider(model_id), model_id)
 
     def reformat(self) -> LlmProvider:
-        """The model that re-formats answers: `reformat_model_id`, else the default model."""
-        return self.provider(self.model_id("reformat_model_id"))
+        """The model that re-formats answers: `reformat_model_id`, else the default model (its calls counted)."""
+        model_id = self.model_id("reformat_model_id")
+        return metered(self.provider(model_id), model_id)
 
 
 def scripted_planner(script: Any, *, skip_turns: int, seed: str, pace_seconds: float) -> ScriptedProvider:

@@ -10,6 +10,7 @@ from domain.errors import FlowtrailError
 from domain.events import RunEvent
 from domain.run import Run, fold
 from engine.clock import utcnow
+from engine.observability.lifecycle import run_created
 from engine.runs.creation import Creation, IdempotentRequest, NewRun, creation_events
 from engine.store import AsyncEventStore, ConcurrentAppend
 from engine.streams.hot import HotRun, LiveHub
@@ -61,6 +62,7 @@ class RunService:
                 raise
             return Creation(winner, True)
         self.hub.open(run_id).offer(events[-1:])
+        run_created(events[-1])
         return Creation(run_id, False)
 
     async def state(self, run_id: UUID) -> Run:
@@ -82,10 +84,13 @@ class RunService:
         async with lock:
             writer = self._writers.get(run_id)
             if writer is None:
-                run = fold(await self.store.read_stream(run_id))
+                events = await self.store.read_stream(run_id)
+                run = fold(events)
                 if run is None:
                     raise RunNotFound(run_id.hex)
-                writer = RunWriter(self.store, self.hub, run, coalesce_seconds=self.coalesce_seconds)
+                writer = RunWriter(
+                    self.store, self.hub, run, coalesce_seconds=self.coalesce_seconds, created_at=events[0].timestamp,
+                )
                 self._writers[run_id] = writer
                 hot = self.hub.runs.get(run_id)
                 if hot is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -10,7 +11,8 @@ from uuid import UUID
 
 import asyncpg
 
-from engine.store.event_store import EventStore
+from engine.observability.metrics import APPEND_SECONDS, EVENTS_APPENDED, STORE_ERRORS
+from engine.store.event_store import ConcurrentAppend, EventStore
 from engine.store.location import qualified_table
 from engine.store.sqlite_reads import SqliteStreamReader
 
@@ -36,6 +38,7 @@ class AsyncEventStore:
             "WHERE originator_id = $1 AND originator_version > $2 ORDER BY originator_version LIMIT $3"
         )
         self._select_last = f"SELECT COALESCE(MAX(originator_version), 0) FROM {table} WHERE originator_id = $1"
+        self._select_any = f"SELECT 1 FROM {table} LIMIT 1"
 
     async def start(self) -> None:
         """Open the asyncpg pool on PostgreSQL, then warm the read path."""
@@ -63,7 +66,15 @@ class AsyncEventStore:
         saving = asyncio.get_running_loop().run_in_executor(self._executor, self.sync.append_to_stream, list(events))
         self._appending.add(saving)
         saving.add_done_callback(self._appended)
-        ids: list[int] = await saving
+        began = time.perf_counter()
+        try:
+            ids: list[int] = await saving
+        except Exception as error:
+            if not isinstance(error, ConcurrentAppend):  # a lost race is an answer, not a store failure
+                STORE_ERRORS.labels("append").inc()
+            raise
+        APPEND_SECONDS.observe(time.perf_counter() - began)
+        EVENTS_APPENDED.inc(len(events))
         return ids
 
     def _appended(self, saving: asyncio.Future[list[int]]) -> None:
@@ -94,6 +105,22 @@ class AsyncEventStore:
         if self.pool is None:
             return await self._in_thread(self.sync.last_position, stream_id)
         return int(await self.pool.fetchval(self._select_last, stream_id))
+
+    async def check_reachable(self, timeout: float) -> None:
+        """Run a real query on the events table within `timeout` seconds; raises what the store raised (or TimeoutError)."""
+        try:
+            await asyncio.wait_for(self._query_the_events_table(), timeout)
+        except Exception:
+            STORE_ERRORS.labels("readiness").inc()
+            raise
+
+    async def _query_the_events_table(self) -> None:
+        if self.pool is not None:
+            await self.pool.fetchval(self._select_any)
+        elif self.sqlite is not None:
+            await self._on_reader(self.sqlite.check_readable)
+        else:
+            await self._in_thread(self.sync.last_notification_id)
 
     async def read_all(self, tag: str) -> list[Any]:
         """Every event with one tag across all streams, in log order."""

@@ -32,6 +32,7 @@ class SqliteStreamReader:
             "WHERE originator_id = ? AND originator_version > ? ORDER BY originator_version LIMIT ?"
         )
         self._select_last = f"SELECT COALESCE(MAX(originator_version), 0) FROM {quoted} WHERE originator_id = ?"
+        self._select_any = f"SELECT 1 FROM {quoted} LIMIT 1"
 
     def _connection(self) -> sqlite3.Connection:
         connection = getattr(self._local, "connection", None)
@@ -49,6 +50,14 @@ class SqliteStreamReader:
     def last_position(self, stream_id: UUID) -> int:
         """The stream's last position (0: no such stream)."""
         return int(self._connection().execute(self._select_last, (stream_id.hex,)).fetchone()[0])
+
+    def check_readable(self) -> None:
+        """Open the file anew and query the table (the kept connections could go on reading a file gone bad)."""
+        connection = sqlite3.connect(self._uri, uri=True, check_same_thread=False, isolation_level=None, timeout=1.0)
+        try:
+            connection.execute(self._select_any).fetchone()
+        finally:
+            connection.close()
 
     def close(self) -> None:
         """Stop the reader threads and close their connections."""

@@ -18,6 +18,7 @@ from typing import Any
 from uuid import UUID
 
 from domain.events import RunEvent
+from engine.observability.metrics import REPLAY_READS
 from projections.sse import TERMINAL_EVENTS, SseMessage, SseProjection, Topic, message_topic, render_stateless
 from projections.summary import RunSummary
 
@@ -172,6 +173,14 @@ class LiveHub:
         self.retention_seconds = retention_seconds
         self.runs: dict[UUID, HotRun] = {}
         self._loading: dict[UUID, asyncio.Future[HotRun | None]] = {}
+        self.closing = False
+        """True once the server is shutting down: open streams send what they have and end."""
+
+    def close_streams(self) -> None:
+        """Ask every open stream to send what it has and end (the server is shutting down)."""
+        self.closing = True
+        for hot in self.runs.values():
+            hot._notify()
 
     def is_hot(self, run_id: UUID) -> bool:
         """True when this process keeps the run in memory."""
@@ -231,6 +240,7 @@ class LiveHub:
         event loop is never held for long (streams write between slices).
         """
         run_id, following = hot.run_id, None
+        REPLAY_READS.labels("cold_load").inc()
         try:
             page, hot.store_last = await asyncio.gather(self._read(run_id, 0, FIRST_PAGE), self._last_position(run_id))
             size = FIRST_PAGE

@@ -16,6 +16,7 @@ from datetime import datetime
 from domain import events as ev
 from domain.run import Run, StreamPiece, check_stream_chunk, evolve, evolve_all, stream_chunks
 from engine.clock import utcnow
+from engine.observability.lifecycle import runs_appended
 from engine.store import AsyncEventStore
 from engine.streams.hot import LiveHub
 
@@ -44,8 +45,12 @@ class _Chunk:
 class RunWriter:
     """Serialises every append to one run."""
 
-    def __init__(self, store: AsyncEventStore, hub: LiveHub, run: Run, *, coalesce_seconds: float) -> None:
+    def __init__(
+        self, store: AsyncEventStore, hub: LiveHub, run: Run, *, coalesce_seconds: float,
+        created_at: datetime | None = None,
+    ) -> None:
         self.store = store
+        self.created_at = created_at
         self.hub = hub
         self.run = run
         self.coalesce_seconds = coalesce_seconds
@@ -159,3 +164,4 @@ class RunWriter:
         await self.store.append_to_stream(events)
         self.run = run
         self.hub.publish(events)
+        runs_appended(run, events, self.created_at)

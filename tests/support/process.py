@@ -17,10 +17,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class ServerProcess:
-    """`flowtrail serve` in a subprocess on a loopback port."""
+    """`flowtrail serve` in a subprocess on a loopback port; its stderr (the log) goes to `log_path`."""
 
     def __init__(self, database_url: str, data_dir: Path, **env: str) -> None:
         self.port = free_port()
+        self.log_path = data_dir.parent / f"{data_dir.name}-server-{self.port}.log"
         keys = [{"key": k.key, "id": k.id, "workflowNames": list(k.workflow_names)} for k in KEYS]
         self.env = {
             **os.environ,
@@ -41,15 +42,15 @@ class ServerProcess:
 
     async def start(self) -> ServerProcess:
         """Start and wait until /healthz answers."""
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "scripts.cli", "serve"], cwd=ROOT, env=self.env,
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        )
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "scripts.cli", "serve"], cwd=ROOT, env=self.env,
+                stdout=subprocess.DEVNULL, stderr=log,
+            )
         async with httpx.AsyncClient() as client:
             for _ in range(300):
                 if self.process.poll() is not None:
-                    stderr = self.process.stderr.read() if self.process.stderr else b""
-                    raise RuntimeError(f"server exited: {stderr.decode()[-2000:]}")
+                    raise RuntimeError(f"server exited: {self.log()[-2000:]}")
                 try:
                     if (await client.get(f"{self.base_url}/healthz")).status_code == 200:
                         return self
@@ -57,6 +58,10 @@ class ServerProcess:
                     pass
                 await asyncio.sleep(0.05)
         raise RuntimeError("server did not start within 15 s")
+
+    def log(self) -> str:
+        """Everything the server wrote to stderr so far (every start of this server, in order)."""
+        return self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path.exists() else ""
 
     def client(self, key: str = "test-key-all") -> httpx.AsyncClient:
         """An HTTP client for this server."""

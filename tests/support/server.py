@@ -70,7 +70,8 @@ class RunningServer:
         return self
 
     async def stop(self) -> None:
-        """Shut down the way a signal would."""
+        """Shut down the way a signal would: open streams end first, then uvicorn stops."""
+        self.services.hub.close_streams()
         self.server.should_exit = True
         if self._task is not None:
             await self._task

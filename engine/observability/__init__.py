@@ -1,0 +1,1 @@
+"""What an operator sees of the engine: one log format, run lifecycle lines and Prometheus metrics."""

@@ -1,0 +1,58 @@
+"""One log line per run lifecycle event, and the run counters: fed with every batch a run's writer appended."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime
+
+from domain import events as ev
+from domain.run_state import Run
+from engine.observability.metrics import RUNS_CREATED, RUNS_FINISHED
+
+logger = logging.getLogger("flowtrail.runs")
+
+LIFECYCLE: dict[type[ev.RunEvent], str] = {
+    ev.RunCreated: "created",
+    ev.RunStarted: "started",
+    ev.ClarifyRequested: "paused",
+    ev.ClarifyAnswered: "resumed",
+    ev.RunCancelRequested: "cancel requested",
+    ev.RunCompleted: "completed",
+    ev.RunFailed: "failed",
+    ev.RunCancelled: "cancelled",
+}
+"""The events that change where a run stands, and the word its log line uses."""
+FINAL_STATUS: dict[type[ev.RunEvent], str] = {
+    ev.RunCompleted: "succeeded", ev.RunFailed: "failed", ev.RunCancelled: "cancelled",
+}
+ERROR_CHARS = 300
+
+
+def run_created(event: ev.RunCreated) -> None:
+    """Log and count a new run."""
+    RUNS_CREATED.labels(event.workflow_name).inc()
+    _log(event, "created", event.workflow_name, event.workflow_version, event.timestamp)
+
+
+def runs_appended(run: Run, events: Sequence[ev.RunEvent], created_at: datetime | None) -> None:
+    """Log each lifecycle event of one appended batch of `run` (its state after the batch); count the run's end."""
+    for event in events:
+        step = LIFECYCLE.get(type(event))
+        if step is None:
+            continue
+        final = FINAL_STATUS.get(type(event))
+        if final is not None:
+            RUNS_FINISHED.labels(run.workflow_name, final).inc()
+        _log(event, step, run.workflow_name, run.workflow_version, created_at)
+
+
+def _log(event: ev.RunEvent, step: str, workflow: str, version: int, created_at: datetime | None) -> None:
+    fields: dict[str, object] = {
+        "run_id": event.originator_id.hex, "workflow": workflow, "version": version, "event_id": event.originator_version,
+    }
+    if created_at is not None:
+        fields["duration_ms"] = round((event.timestamp - created_at).total_seconds() * 1000, 1)
+    if isinstance(event, ev.RunFailed):
+        fields["error"] = event.error[:ERROR_CHARS]
+    logger.info("run %s", step, extra=fields)

@@ -1,0 +1,43 @@
+"""The service's Prometheus metrics (docs/observability.md describes each); scraped at /metrics."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+HTTP_REQUESTS = Counter(
+    "flowtrail_http_requests_total", "HTTP requests answered, by method, route template and status",
+    ["method", "route", "status"],
+)
+HTTP_DURATION = Histogram(
+    "flowtrail_http_request_duration_seconds", "Time from a request's arrival to its last byte, by route template",
+    ["method", "route"],
+)
+RUNS_CREATED = Counter("flowtrail_runs_created_total", "Runs created, by workflow", ["workflow"])
+RUNS_FINISHED = Counter(
+    "flowtrail_runs_finished_total", "Runs that ended, by workflow and final status (succeeded, failed, cancelled)",
+    ["workflow", "status"],
+)
+RUNS_ACTIVE = Gauge("flowtrail_runs_active", "Runs this process is executing now")
+EVENTS_APPENDED = Counter("flowtrail_events_appended_total", "Events appended to the log (runs and catalogue)")
+APPEND_SECONDS = Histogram(
+    "flowtrail_append_seconds", "Time one append transaction takes, from the call to its commit",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+)
+STORE_ERRORS = Counter("flowtrail_store_errors_total", "Store operations that failed, by operation", ["operation"])
+REPLAY_READS = Counter(
+    "flowtrail_replay_reads_total", "Reads of a run's events from the store to serve streams (cold load, client behind memory)",
+    ["reason"],
+)
+SSE_CLIENTS = Gauge("flowtrail_sse_clients", "SSE stream connections open now")
+SSE_MESSAGES = Counter("flowtrail_sse_messages_total", "SSE messages sent to clients (keep-alive comments excluded)")
+CONTEXT_QUERIES = Counter(
+    "flowtrail_context_queries_total", "Internal context API queries, by endpoint and status", ["endpoint", "status"],
+)
+MODEL_CALLS = Counter(
+    "flowtrail_model_calls_total", "Calls to a language model, by model id, purpose and outcome (ok, error)",
+    ["model", "purpose", "outcome"],
+)
+MODEL_TOKENS = Counter(
+    "flowtrail_model_tokens_total", "Tokens the models reported, by model id and kind (prompt, completion)",
+    ["model", "kind"],
+)
