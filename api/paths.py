@@ -10,5 +10,6 @@ WORKFLOW_RUNS = f"{WORKFLOWS}/{{workflowName:str}}/runs"
 WORKFLOW_RUN = f"{WORKFLOW_RUNS}/{{runId:str}}"
 RUN = f"{API}/runs/{{runId:str}}"
 RUN_AUDIT = f"{RUN}/audit"
+WORKFLOW_SCHEMA = f"{API}/schemas/workflow.json"
 HEALTH = "/healthz"
 CONTEXT = ROOT

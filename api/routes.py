@@ -9,6 +9,7 @@ from api.clarify import ClarifyController
 from api.context import ContextQueryController
 from api.health import health
 from api.runs import RunController
+from api.schemas_route import workflow_schema
 from api.streams import RunStreamController
 from api.workflows import WorkflowController
 
@@ -16,6 +17,7 @@ CONTROLLERS: list[ControllerRouterHandler] = [
     health,
     AuditController,
     WorkflowController,
+    workflow_schema,
     RunController,
     RunStreamController,
     ClarifyController,

@@ -1,4 +1,4 @@
-"""The `flowtrail` command: serve, demo, audit, export."""
+"""The `flowtrail` command: serve, demo, audit, export, validate."""
 
 from __future__ import annotations
 
@@ -26,6 +26,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     audit.add_argument("--url", default=None, help="base URL of the running service (default: from FLOWTRAIL_HOST/PORT)")
     audit.add_argument("--key", default=None, help="API key (default: FLOWTRAIL_AUDIT_KEY, else the first configured key)")
 
+    validate = commands.add_parser("validate", help="list every problem of workflow files, each with its JSON path")
+    validate.add_argument("files", nargs="*", metavar="FILE", help="workflow definitions (*.json)")
+    validate.add_argument("--print-schema", action="store_true", help="print the JSON Schema of workflow definitions")
+
     args = parser.parse_args(argv)
     if args.command == "serve":
         from scripts.serve import serve
@@ -43,6 +47,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from scripts.audit import audit_run
 
         return audit_run(args.run_id, url=args.url, key=args.key)
+    if args.command == "validate":
+        from scripts.validate import print_schema, validate_files
+
+        if args.print_schema:
+            return print_schema()
+        if not args.files:
+            validate.error("give at least one FILE (or --print-schema)")
+        return validate_files(args.files)
     parser.error(f"unknown command {args.command}")
     return 2
 
