@@ -1,5 +1,4 @@
-"""Everything wrong with a workflow definition at once, each problem at its JSON path; and the
-check of a run's variables against the inputs the workflow declares.
+"""Everything wrong with a workflow definition at once, each problem at its JSON path.
 
 msgspec stops at the first error, so the document is walked along the authoring Structs
 (`domain.authoring`): every unknown key, every value msgspec refuses (its own message), then
@@ -19,7 +18,6 @@ import msgspec
 
 from domain.authoring import WorkflowDocument, canonical_form
 from domain.canonical import canonical_digest
-from domain.errors import DomainError
 from domain.templates import references, split_path
 from domain.workflow import (
     MODEL_NODE_TYPES,
@@ -36,16 +34,6 @@ UPLOADED_FILES = "uploadedFiles"
 MODEL_KEYS = ("model_id", "reformat_model_id")
 KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 AT_SUFFIX = re.compile(r" - at `\$[^`]*`$")
-
-
-class InvalidVariables(DomainError):
-    """A run's variables miss a required input or hold a value of the wrong declared type."""
-
-    code = "VALIDATION_FAILED"
-
-    def __init__(self, problems: list[str]) -> None:
-        super().__init__("variables: " + "; ".join(problems), problems=problems)
-        self.problems = problems
 
 
 def _key_path(path: str, key: str) -> str:
@@ -97,11 +85,14 @@ def _union_problems(value: Any, kind: Any, path: str) -> list[Problem]:
         return []
     tagged = _tagged(members)
     if tagged and isinstance(value, dict):
-        tag_field = next(iter(tagged.values())).__struct_config__.tag_field
-        chosen = tagged.get(value.get(tag_field))
+        tag_field = str(next(iter(tagged.values())).__struct_config__.tag_field)
+        if tag_field not in value:
+            return [Problem(path, f"Object missing required field `{tag_field}`")]
+        chosen = tagged.get(value[tag_field])
         if chosen is None:
             expected = ", ".join(str(tag) for tag in tagged)
-            return [Problem(_key_path(path, str(tag_field)), f"unknown {tag_field} {value.get(tag_field)!r} (expected one of {expected})")]
+            problem = f"unknown {tag_field} {value[tag_field]!r} (expected one of {expected})"
+            return [Problem(_key_path(path, tag_field), problem)]
         return _struct_problems(value, chosen, path)
     structs = [m for m in members if isinstance(m, type) and issubclass(m, msgspec.Struct)]
     if structs and isinstance(value, dict):
@@ -259,41 +250,3 @@ def duplicate_names(named: list[tuple[str, str]]) -> dict[str, str]:
         if others:
             problems[source] = f"$.name: workflow name {name!r} is also used by {', '.join(others)}"
     return problems
-
-
-INPUT_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,), "number": (int, float), "boolean": (bool,), "array": (list,), "object": (dict,),
-    "filePath": (str,), "directoryPath": (str,), "file": (str,),
-}
-"""The JSON values a declared input type accepts."""
-
-
-def _json_kind(value: Any) -> str:
-    kinds = {bool: "boolean", int: "number", float: "number", str: "string", list: "array", dict: "object"}
-    return kinds.get(type(value), type(value).__name__)
-
-
-def _of_type(value: Any, declared: str) -> bool:
-    accepted = INPUT_TYPES.get(declared)
-    if accepted is None:
-        return True  # a type recorded before types were checked: nothing to compare with
-    return isinstance(value, accepted) and not (isinstance(value, bool) and bool not in accepted)
-
-
-def variable_problems(defn: WorkflowDefinition, variables: dict[str, Any]) -> list[str]:
-    """Required inputs not given (absent, null or "") and values not of their declared type."""
-    declared = workflow_inputs(defn)
-    missing = [item.name for item in declared if item.required and variables.get(item.name) in (None, "")]
-    problems = [f"missing required input(s): {', '.join(missing)}"] if missing else []
-    for item in declared:
-        value = variables.get(item.name)
-        if value is not None and not _of_type(value, item.type):
-            problems.append(f"{item.name!r} must be of type {item.type}, got {_json_kind(value)}")
-    return problems
-
-
-def check_variables(defn: WorkflowDefinition, variables: dict[str, Any]) -> None:
-    """Raise InvalidVariables (VALIDATION_FAILED) naming every missing or mistyped input."""
-    problems = variable_problems(defn, variables)
-    if problems:
-        raise InvalidVariables(problems)

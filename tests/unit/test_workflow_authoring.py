@@ -11,13 +11,8 @@ import msgspec
 import pytest
 
 from domain.authoring import WorkflowDocument, workflow_json_schema, workflow_schema_text
-from domain.validation import (
-    InvalidVariables,
-    check_variables,
-    definition_form,
-    definition_problems,
-    duplicate_names,
-)
+from domain.run_inputs import InvalidVariables, check_variables
+from domain.validation import definition_form, definition_problems, duplicate_names
 from domain.workflow import workflow_from_dict
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,6 +92,12 @@ def test_an_unknown_node_type_names_the_types_there_are():
     assert listed(raw)[0] == (
         "$.nodes[2].type: unknown type 'webhook' (expected one of userInput, llm, agent, smartAction, output)"
     )
+
+
+def test_a_node_without_a_type_is_one_problem_at_the_node():
+    raw = copy.deepcopy(REPORT)
+    del raw["nodes"][2]["type"]
+    assert listed(raw) == ["$.nodes[2]: Object missing required field `type`"]
 
 
 def test_canvas_positions_and_a_schema_reference_are_allowed():
