@@ -27,7 +27,7 @@ SCHEMA = workflow_json_schema()
         "No API key is needed: the schema describes the format, not the catalogue."
     ),
     tags=["workflows"],
-    security=[{}],
+    security=[],
     media_type=SCHEMA_MEDIA_TYPE,
 )
 async def workflow_schema() -> dict[str, Any]:
