@@ -11,6 +11,7 @@ from api.events import RunEventsController
 from api.health import health, readiness
 from api.listing import RunListController
 from api.runs import RunController
+from api.schemas_route import workflow_schema
 from api.streams import RunStreamController
 from api.workflows import WorkflowController
 
@@ -20,6 +21,7 @@ CONTROLLERS: list[ControllerRouterHandler] = [
     AuditController,
     RunEventsController,
     WorkflowController,
+    workflow_schema,
     RunController,
     RunListController,
     RunStreamController,

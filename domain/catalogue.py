@@ -5,6 +5,7 @@ Tags are stored with every event and must never change. Add fields only with def
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 from uuid import UUID, uuid5
@@ -13,7 +14,8 @@ import msgspec
 
 from domain.canonical import canonical_digest
 from domain.errors import GraphInvalid, IllegalTransition
-from domain.workflow import WorkflowDefinition, check_workflow, workflow_from_dict
+from domain.validation import definition_form, definition_problems
+from domain.workflow import WorkflowDefinition, workflow_from_dict
 
 JSON = dict[str, Any]
 
@@ -62,24 +64,32 @@ class WorkflowEntry(msgspec.Struct, frozen=True):
     definition: WorkflowDefinition
     digest: str
     published_at: datetime
+    form: str = ""
+    """The digest of the definition's canonical form (domain.validation.definition_form); "" for a
+    version recorded before the authoring rules that does not follow them."""
 
 
 def publish_workflow(
-    current: WorkflowEntry | None, defn_json: JSON, workflow_id: int, at: datetime
+    current: WorkflowEntry | None, defn_json: JSON, workflow_id: int, at: datetime,
+    *, model_ids: Collection[str] | None = None,
 ) -> WorkflowPublished | None:
-    """A new version when the definition changed, None when it is the current one.
+    """A new version when the definition changed, None when it is the current one (same canonical form).
 
-    Raises GraphInvalid for a malformed or unsound definition. `workflow_id` is taken on
-    first publication; later versions keep the entry's id.
+    Raises GraphInvalid listing every problem of a malformed or unsound definition (model ids
+    are checked when `model_ids` is given). `workflow_id` is taken on first publication; later
+    versions keep the entry's id.
     """
-    defn = check_workflow(workflow_from_dict(defn_json))
+    problems = definition_problems(defn_json, model_ids=model_ids)
+    name = defn_json.get("name") if isinstance(defn_json, dict) else None
+    if problems:
+        raise GraphInvalid([str(problem) for problem in problems], workflow=name if isinstance(name, str) else None)
+    defn = workflow_from_dict(defn_json)
     if current is not None and defn.name != current.name:
         raise GraphInvalid(
             [f"definition is named {defn.name!r} but the catalogue entry is {current.name!r}"],
             workflow=current.name,
         )
-    digest = definition_digest(defn_json)
-    if current is not None and current.digest == digest:
+    if current is not None and current.form == definition_form(defn_json):
         return None
     version = 1 if current is None else current.version + 1
     return WorkflowPublished(
@@ -90,7 +100,7 @@ def publish_workflow(
         name=defn.name,
         version=version,
         definition=defn_json,
-        digest=digest,
+        digest=definition_digest(defn_json),
     )
 
 
@@ -124,6 +134,7 @@ def evolve_entry(entry: WorkflowEntry | None, event: AnyCatalogueEvent) -> Workf
         definition=recorded_workflow(event.definition),
         digest=event.digest,
         published_at=event.timestamp,
+        form=definition_form(event.definition),
     )
 
 

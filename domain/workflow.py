@@ -1,7 +1,8 @@
 """Workflow definitions: the wire shape (camelCase JSON), full validation and graph helpers.
 
 Decoding checks structure (msgspec's precise messages); `validate_workflow` checks meaning
-and reports every problem at once. Unknown keys (canvas positions and the like) are ignored.
+and reports every problem at once. This lenient form ignores unknown keys, so every recorded
+version keeps decoding; publishing checks the strict authoring form first (`domain.validation`).
 """
 
 from __future__ import annotations
@@ -232,75 +233,138 @@ def _reachable(defn: WorkflowDefinition, starts: list[str]) -> set[str]:
     return seen
 
 
-def _node_problems(node: NodeDefinition) -> list[str]:
-    problems = [f"node {node.id!r} {problem}" for problem in check_templates(node.data, "data")]
+class Problem(msgspec.Struct, frozen=True):
+    """One thing wrong with a definition, at the JSON path where it is (`$.nodes[2].data.promt`)."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+def node_path(index: int, *keys: str) -> str:
+    """The JSON path of a node (or of a key inside it)."""
+    return "".join([f"$.nodes[{index}]", *(f".{key}" for key in keys)])
+
+
+def _node_problems(index: int, node: NodeDefinition) -> list[Problem]:
+    at = node_path(index)
+    problems = [Problem(at, f"node {node.id!r} {problem}") for problem in check_templates(node.data, "data")]
     if node.type not in NODE_TYPES:
-        problems.append(f"node {node.id!r} has unknown type {node.type!r} (expected one of {', '.join(NODE_TYPES)})")
+        expected = ", ".join(NODE_TYPES)
+        problems.append(Problem(f"{at}.type", f"node {node.id!r} has unknown type {node.type!r} (expected one of {expected})"))
     if node.type in DECLARATIONS:
         key, kind = DECLARATIONS[node.type]
         try:
             msgspec.convert(node.data.get(key) or [], kind, strict=False)
         except msgspec.ValidationError as error:
-            problems.append(f"node {node.id!r} has an invalid {key} declaration: {error}")
+            problems.append(Problem(f"{at}.data.{key}", f"node {node.id!r} has an invalid {key} declaration: {error}"))
     if node.type in MODEL_NODE_TYPES:
         for check in (lambda: parse_output_declarations(node.data), lambda: retry_policy_for(node.type, node.data)):
             try:
                 check()
             except ValueError as error:
-                problems.append(f"node {node.id!r}: {error}")
+                problems.append(Problem(f"{at}.data", f"node {node.id!r}: {error}"))
+    return problems
+
+
+def _naming_problems(defn: WorkflowDefinition) -> list[Problem]:
+    problems: list[Problem] = []
+    if not NAME_RE.match(defn.name):
+        problems.append(Problem(
+            "$.name", f"name {defn.name!r} must be kebab-case (lowercase letters and digits joined by single '-')",
+        ))
+    if len(defn.name) > MAX_NAME_LENGTH:
+        problems.append(Problem(
+            "$.name", f"name is {len(defn.name)} characters long; at most {MAX_NAME_LENGTH} are allowed",
+        ))
+    if not defn.display_name.strip():
+        problems.append(Problem("$.displayName", "displayName must not be empty"))
+    return problems
+
+
+def _id_problems(defn: WorkflowDefinition) -> list[Problem]:
+    problems: list[Problem] = []
+    ids = [node.id for node in defn.nodes]
+    for node_id in dict.fromkeys(ids):
+        if ids.count(node_id) > 1:
+            second = ids.index(node_id, ids.index(node_id) + 1)
+            problems.append(Problem(node_path(second, "id"), f"node id {node_id!r} is used by {ids.count(node_id)} nodes"))
+        if not NODE_ID_RE.match(node_id):
+            problems.append(Problem(
+                node_path(ids.index(node_id), "id"), f"node id {node_id!r} must be non-empty with no '.', braces or whitespace",
+            ))
+    return problems
+
+
+def _edge_problems(defn: WorkflowDefinition) -> list[Problem]:
+    problems: list[Problem] = []
+    ids = {node.id for node in defn.nodes}
+    for index, edge in enumerate(defn.edges):
+        at = f"$.edges[{index}]"
+        for end in ("source", "target"):
+            if getattr(edge, end) not in ids:
+                problems.append(Problem(
+                    f"{at}.{end}", f"{_edge_name(index, edge)} has unknown {end} {getattr(edge, end)!r}",
+                ))
+        if defn.mode == "DAG" and edge.source == edge.target:
+            problems.append(Problem(at, f"{_edge_name(index, edge)} is a self-loop, which DAG mode does not allow"))
+        try:
+            edge_condition(edge)
+        except ValueError as error:
+            problems.append(Problem(f"{at}.condition", f"{_edge_name(index, edge)} has an invalid condition: {error}"))
+    return problems
+
+
+def _graph_problems(defn: WorkflowDefinition) -> list[Problem]:
+    problems: list[Problem] = []
+    ids = [node.id for node in defn.nodes]
+    if defn.start_node_id is not None and defn.start_node_id not in ids:
+        problems.append(Problem("$.startNodeId", f"startNodeId {defn.start_node_id!r} is not a node of the workflow"))
+    if defn.mode == "DAG" and defn.nodes:
+        problems += [Problem("$.edges", message) for message in _cycle_problems(defn)]
+        starts = roots(defn)
+        if not starts:
+            problems.append(Problem("$.edges", "DAG has no start: every node has an incoming edge"))
+        else:
+            reached = _reachable(defn, starts)
+            for node_id in dict.fromkeys(ids):
+                if node_id not in reached:
+                    problems.append(Problem(
+                        node_path(ids.index(node_id)),
+                        f"node {node_id!r} is unreachable from the start node(s) {', '.join(starts)}",
+                    ))
+    if defn.mode == "AGENTIC" and defn.start_node_id is None:
+        count = sum(node.type == "userInput" for node in defn.nodes)
+        if count != 1:
+            problems.append(Problem(
+                "$.startNodeId", f"AGENTIC mode needs startNodeId or exactly one userInput node (found {count})",
+            ))
+    return problems
+
+
+def workflow_findings(defn: WorkflowDefinition) -> list[Problem]:
+    """Every problem with a decoded definition, each at its JSON path (an empty list when it is sound)."""
+    problems = _naming_problems(defn)
+    if not defn.nodes:
+        problems.append(Problem("$.nodes", "workflow has no nodes"))
+    problems += _id_problems(defn)
+    for index, node in enumerate(defn.nodes):
+        problems += _node_problems(index, node)
+    problems += _edge_problems(defn) + _graph_problems(defn)
+    if defn.planner.model_id is not None and not defn.planner.model_id.strip():
+        problems.append(Problem(
+            "$.planner.model_id", "planner.model_id must name a model (leave it out for the default model)",
+        ))
+    if not any(node.type == "output" for node in defn.nodes):
+        problems.append(Problem("$.nodes", "workflow has no output node"))
     return problems
 
 
 def validate_workflow(defn: WorkflowDefinition) -> list[str]:
     """Every problem with a definition (an empty list when it is sound)."""
-    problems: list[str] = []
-    if not NAME_RE.match(defn.name):
-        problems.append(f"name {defn.name!r} must be kebab-case (lowercase letters and digits joined by single '-')")
-    if len(defn.name) > MAX_NAME_LENGTH:
-        problems.append(f"name is {len(defn.name)} characters long; at most {MAX_NAME_LENGTH} are allowed")
-    if not defn.display_name.strip():
-        problems.append("displayName must not be empty")
-    if not defn.nodes:
-        problems.append("workflow has no nodes")
-    ids = [node.id for node in defn.nodes]
-    for node_id in dict.fromkeys(ids):
-        if ids.count(node_id) > 1:
-            problems.append(f"node id {node_id!r} is used by {ids.count(node_id)} nodes")
-        if not NODE_ID_RE.match(node_id):
-            problems.append(f"node id {node_id!r} must be non-empty with no '.', braces or whitespace")
-    for node in defn.nodes:
-        problems += _node_problems(node)
-    for index, edge in enumerate(defn.edges):
-        for end in ("source", "target"):
-            if getattr(edge, end) not in ids:
-                problems.append(f"{_edge_name(index, edge)} has unknown {end} {getattr(edge, end)!r}")
-        if defn.mode == "DAG" and edge.source == edge.target:
-            problems.append(f"{_edge_name(index, edge)} is a self-loop, which DAG mode does not allow")
-        try:
-            edge_condition(edge)
-        except ValueError as error:
-            problems.append(f"{_edge_name(index, edge)} has an invalid condition: {error}")
-    if defn.start_node_id is not None and defn.start_node_id not in ids:
-        problems.append(f"startNodeId {defn.start_node_id!r} is not a node of the workflow")
-    if defn.mode == "DAG" and defn.nodes:
-        problems += _cycle_problems(defn)
-        starts = roots(defn)
-        if not starts:
-            problems.append("DAG has no start: every node has an incoming edge")
-        else:
-            reached = _reachable(defn, starts)
-            for node_id in dict.fromkeys(ids):
-                if node_id not in reached:
-                    problems.append(f"node {node_id!r} is unreachable from the start node(s) {', '.join(starts)}")
-    if defn.planner.model_id is not None and not defn.planner.model_id.strip():
-        problems.append("planner.model_id must name a model (leave it out for the default model)")
-    if defn.mode == "AGENTIC" and defn.start_node_id is None:
-        count = sum(node.type == "userInput" for node in defn.nodes)
-        if count != 1:
-            problems.append(f"AGENTIC mode needs startNodeId or exactly one userInput node (found {count})")
-    if not any(node.type == "output" for node in defn.nodes):
-        problems.append("workflow has no output node")
-    return problems
+    return [problem.message for problem in workflow_findings(defn)]
 
 
 def check_workflow(defn: WorkflowDefinition) -> WorkflowDefinition:

@@ -52,10 +52,10 @@ class Services:
         await self.store.start()
         await asyncio.to_thread(self.read_model.start)
         await self.catalogue.load()
-        if self.settings.load_demos:
-            await self.catalogue.publish_directory(DEMO_DIR)
+        directories = [DEMO_DIR] if self.settings.load_demos else []
         if self.settings.workflows_dir is not None:
-            await self.catalogue.publish_directory(self.settings.workflows_dir)
+            directories.append(self.settings.workflows_dir)
+        await self.catalogue.publish_directories(directories)
         if self.tail is not None:
             await self.tail.start()
         hot_interval = max(1.0, min(60.0, self.settings.stream.hot_retention_seconds / 4))
@@ -142,12 +142,13 @@ def build_services(settings: Settings, *, encode_frame: FrameEncoder) -> Service
         )
         store.on_appended = tail.appended_here
     tokens = ContextTokens(settings.context)
-    catalogue = Catalogue(store)
+    registry = build_registry(settings.engine)
+    catalogue = Catalogue(store, model_ids=registry.model_ids)
     workspace = Workspace(settings.workspaces_dir)
     context_tools = VisitContextTools(tokens, settings.context, base_url=f"http://127.0.0.1:{settings.port}")
     engine = Engine(
         runs=runs, workflows=catalogue, workspace=workspace, settings=settings.engine,
-        registry=build_registry(settings.engine), context_tools=context_tools,
+        registry=registry, context_tools=context_tools,
     )
     return Services(
         settings=settings, store=store, hub=hub, runs=runs, keys=KeyRing(settings.api_keys),

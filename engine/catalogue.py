@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from domain.catalogue import WorkflowEntry, WorkflowPublished, evolve_entry, publish_workflow
 from domain.errors import FlowtrailError, GraphInvalid
+from domain.validation import definition_problems, duplicate_names
 from engine.clock import utcnow
 from engine.store import AsyncEventStore, ConcurrentAppend
 
@@ -36,11 +39,49 @@ def numeric_id(segment: str) -> int | None:
     return int(digits)
 
 
-class Catalogue:
-    """Every published version of every workflow, kept in memory, the log behind it."""
+@dataclass
+class DefinitionFile:
+    """A workflow file as read and checked: its definition (None when unreadable) and every problem."""
 
-    def __init__(self, store: AsyncEventStore) -> None:
+    path: Path
+    definition: dict[str, Any] | None = None
+    problems: list[str] = field(default_factory=list)
+
+
+def read_definition(path: Path, model_ids: Collection[str] | None = None) -> DefinitionFile:
+    """Read one file: UTF-8 JSON holding one object, and every problem of that definition."""
+    try:
+        value = json.loads(path.read_bytes().decode("utf-8"))
+    except OSError as error:
+        return DefinitionFile(path, problems=[f"cannot be read: {error.strerror or error}"])
+    except UnicodeDecodeError as error:
+        return DefinitionFile(path, problems=[f"is not UTF-8 text (byte {error.start})"])
+    except json.JSONDecodeError as error:
+        return DefinitionFile(path, problems=[f"is not JSON: {error.msg} at line {error.lineno} column {error.colno}"])
+    problems = [str(problem) for problem in definition_problems(value, model_ids=model_ids)]
+    return DefinitionFile(path, value if isinstance(value, dict) else None, problems)
+
+
+def check_files(paths: Iterable[Path], model_ids: Collection[str] | None = None) -> list[DefinitionFile]:
+    """Read and check every file; two files naming the same workflow are both a problem."""
+    files = [read_definition(path, model_ids) for path in paths]
+    named = [(str(f.path), f.definition["name"]) for f in files if f.definition and isinstance(f.definition.get("name"), str)]
+    shared = duplicate_names(named)
+    for file in files:
+        if str(file.path) in shared:
+            file.problems.append(shared[str(file.path)])
+    return files
+
+
+class Catalogue:
+    """Every published version of every workflow, kept in memory, the log behind it.
+
+    `model_ids` are the models a definition may name (None: any).
+    """
+
+    def __init__(self, store: AsyncEventStore, *, model_ids: Collection[str] | None = None) -> None:
         self.store = store
+        self.model_ids = model_ids
         self._latest: dict[str, WorkflowEntry] = {}
         self._versions: dict[tuple[str, int], WorkflowEntry] = {}
         self._names_by_id: dict[int, str] = {}
@@ -57,13 +98,15 @@ class Catalogue:
         self._names_by_id[entry.workflow_id] = entry.name
         return entry
 
-    async def publish(self, definition: dict[str, Any]) -> WorkflowEntry:
-        """Publish a definition; the same definition again appends nothing."""
+    async def publish(self, definition: Any) -> WorkflowEntry:
+        """Publish a definition; the same definition again (the same canonical form) appends nothing."""
+        if not isinstance(definition, dict):
+            raise GraphInvalid([f"$: a workflow definition is a JSON object, not {type(definition).__name__}"])
         for _ in range(3):
             name = str(definition.get("name", ""))
             current = self._latest.get(name)
             workflow_id = current.workflow_id if current else max(self._names_by_id, default=0) + 1
-            event = publish_workflow(current, definition, workflow_id, utcnow())
+            event = publish_workflow(current, definition, workflow_id, utcnow(), model_ids=self.model_ids)
             if event is None:
                 assert current is not None
                 return current
@@ -75,14 +118,19 @@ class Catalogue:
             return self._apply(event)
         raise RuntimeError(f"could not publish workflow {definition.get('name')!r}: the log kept changing")
 
-    async def publish_directory(self, directory: Path) -> list[WorkflowEntry]:
-        """Publish every *.json definition in a directory, in name order; bad files are reported."""
+    async def publish_directories(self, directories: Iterable[Path]) -> list[WorkflowEntry]:
+        """Publish every *.json definition of the directories, in name order; a file with any problem
+        (unreadable, not JSON, unsound, a name another file uses) is skipped with one log line."""
+        paths = [path for directory in directories for path in sorted(directory.glob("*.json"))]
         published = []
-        for path in sorted(directory.glob("*.json")):
+        for file in check_files(paths, self.model_ids):
+            if file.problems or file.definition is None:
+                log.error("workflow file %s skipped: %s", file.path, "; ".join(file.problems))
+                continue
             try:
-                published.append(await self.publish(json.loads(path.read_text(encoding="utf-8"))))
-            except (GraphInvalid, json.JSONDecodeError) as exc:
-                log.error("workflow file %s was not published: %s", path, exc)
+                published.append(await self.publish(file.definition))
+            except GraphInvalid as exc:
+                log.error("workflow file %s skipped: %s", file.path, exc.message)
         return published
 
     def find(self, name_or_id: str) -> WorkflowEntry:

@@ -1,4 +1,4 @@
-"""The `flowtrail` command: serve, demo, audit, export, runs, config, rebuild-read-model."""
+"""The `flowtrail` command: serve, demo, audit, export, runs, config, rebuild-read-model, validate."""
 
 from __future__ import annotations
 
@@ -75,6 +75,10 @@ def run_command(argv: Sequence[str] | None = None) -> int:
 
     commands.add_parser("rebuild-read-model", help="fold every run's listing row afresh from the log and replace the stored rows")
 
+    validate = commands.add_parser("validate", help="list every problem of workflow files, each with its JSON path")
+    validate.add_argument("files", nargs="*", metavar="FILE", help="workflow definitions (*.json)")
+    validate.add_argument("--print-schema", action="store_true", help="print the JSON Schema of workflow definitions")
+
     args = parser.parse_args(argv)
     if args.command == "serve":
         from scripts.serve import serve
@@ -102,6 +106,14 @@ def run_command(argv: Sequence[str] | None = None) -> int:
         return rebuild_read_model()
     if args.command == "runs":
         return run_runs_command(args)
+    if args.command == "validate":
+        from scripts.validate import print_schema, validate_files
+
+        if args.print_schema:
+            return print_schema()
+        if not args.files:
+            validate.error("give at least one FILE (or --print-schema)")
+        return validate_files(args.files)
     parser.error(f"unknown command {args.command}")
     return 2
 

@@ -15,6 +15,7 @@ from uuid import UUID
 from domain.catalogue import WorkflowEntry
 from domain.idempotency import IdempotencyKeyClaimed, claim_key, claim_stream_id, replay_of
 from domain.run import create_run
+from domain.run_inputs import check_variables
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,9 @@ class NewRun:
 
     @classmethod
     def of(cls, entry: WorkflowEntry, **inputs: Any) -> NewRun:
-        """A run of a catalogue entry's version."""
+        """A run of a catalogue entry's version; InvalidVariables (VALIDATION_FAILED) when the variables
+        miss a required input or hold a value of the wrong declared type."""
+        check_variables(entry.definition, inputs.get("variables") or {})
         return cls(
             workflow_id=entry.workflow_id, workflow_name=entry.name, workflow_version=entry.version,
             display_name=entry.definition.display_name, mode=entry.definition.mode, **inputs,

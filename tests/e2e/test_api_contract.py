@@ -118,14 +118,14 @@ async def test_async_and_ttl_hours_default_to_true_and_720(api, client):
 
 
 async def test_an_empty_body_creates_a_run_with_every_default(api, client):
-    response = await client.post(BASE)
+    response = await client.post("/api/v1/workflows/report-pipeline/runs")
     assert response.status_code == 201
     created = (await api.services.runs.events(UUID(response.json()["data"]["runId"])))[0]
     assert created.variables == {} and created.ttl_hours == 720
 
 
 async def test_a_workflow_is_found_by_its_numeric_id_and_links_still_use_its_name(client):
-    response = await client.post("/api/v1/workflows/1/runs", json={})
+    response = await client.post("/api/v1/workflows/1/runs", json={"variables": {"topic": "tides"}})
     data = response.json()["data"]
     assert data["workflowName"] == "military-analyze-agent"
     assert data["links"]["result"] == f"/api/v1/workflows/military-analyze-agent/runs/{data['runId']}"
@@ -133,7 +133,7 @@ async def test_a_workflow_is_found_by_its_numeric_id_and_links_still_use_its_nam
 
 
 async def test_ttl_hours_is_kept_with_the_run(api, client):
-    run_id = await create(client, {"ttlHours": 24})
+    run_id = await create(client, {"variables": {"topic": "tides"}, "ttlHours": 24})
     assert (await api.services.runs.events(UUID(run_id)))[0].ttl_hours == 24
 
 

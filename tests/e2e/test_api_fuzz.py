@@ -110,7 +110,7 @@ async def test_fuzzing_the_api_from_its_schema_finds_no_server_error_and_no_bare
     try:
         async with server.client(key=DEMO_KEY) as client:
             raw_schema = (await client.get("/schema/openapi.json")).json()
-            run_id = (await client.post("/api/v1/workflows/military-analyze-agent/runs", json={})).json()["data"]["runId"]
+            run_id = (await client.post("/api/v1/workflows/military-analyze-agent/runs", json={"variables": {"topic": "tides"}})).json()["data"]["runId"]
             await client.post(f"/api/v1/workflows/military-analyze-agent/runs/{run_id}/start")
         anchors = {"workflowName": "military-analyze-agent", "runId": run_id}
         problems = await asyncio.to_thread(fuzz, server.base_url, raw_schema, anchors)

@@ -211,7 +211,7 @@ def probe(api: Any, run_id: str, on_loop: Callable[[Coroutine[Any, Any, int]], i
 
 
 async def test_arbitrary_input_on_every_endpoint_gets_no_server_error_and_a_refusal_changes_nothing(api, client):
-    run_id = (await client.post("/api/v1/workflows/military-analyze-agent/runs", json={})).json()["data"]["runId"]
+    run_id = (await client.post("/api/v1/workflows/military-analyze-agent/runs", json={"variables": {"topic": "tides"}})).json()["data"]["runId"]
     loop = asyncio.get_running_loop()
 
     def on_loop(coroutine: Coroutine[Any, Any, int]) -> int:

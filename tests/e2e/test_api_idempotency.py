@@ -56,8 +56,8 @@ async def test_the_replay_reports_the_runs_current_status(api, client, request):
 
 async def test_key_order_and_spelled_out_defaults_do_not_make_a_different_request(client, request):
     key = new_key(request)
-    first = (await post(client, key, {"variables": {"a": 1, "b": {"y": 2, "x": 1}}})).json()["data"]
-    same = await client.post(BASE, content=b'{"ttlHours": 720, "async": true, "variables": {"b": {"x": 1, "y": 2}, "a": 1}}',
+    first = (await post(client, key, {"variables": {"topic": "t", "b": {"y": 2, "x": 1}}})).json()["data"]
+    same = await client.post(BASE, content=b'{"ttlHours": 720, "async": true, "variables": {"b": {"x": 1, "y": 2}, "topic": "t"}}',
                              headers={"Idempotency-Key": key, "Content-Type": "application/json"})
     assert same.status_code == 200 and same.json()["data"]["runId"] == first["runId"]
 
@@ -117,7 +117,7 @@ async def test_concurrent_identical_requests_create_one_run(api, client, request
 
 async def test_a_repeated_multipart_request_returns_the_original_run_and_leaves_no_second_copy(api, client, request):
     key = new_key(request)
-    files = [("payload", (None, b'{"variables": {"t": 1}}', "application/json")), ("files", ("a.txt", b"same", "text/plain"))]
+    files = [("payload", (None, b'{"variables": {"topic": "t"}}', "application/json")), ("files", ("a.txt", b"same", "text/plain"))]
     root = api.settings.workspaces_dir
     first = await client.post(BASE, files=files, headers={"Idempotency-Key": key})
     dirs = set(root.iterdir())

@@ -20,7 +20,7 @@ BASE = "/api/v1/workflows/military-analyze-agent/runs"
 
 async def busy_run(api, client, *, done: bool) -> tuple[str, str, str]:
     """A run with a finished visit of node-2 and an open visit of node-3 that asked a question."""
-    run_id = (await client.post(BASE, json={})).json()["data"]["runId"]
+    run_id = (await client.post(BASE, json={"variables": {"topic": "tides"}})).json()["data"]["runId"]
     await client.post(f"{BASE}/{run_id}/start")
     services, rid = api.services, UUID(run_id)
     first = await open_visit(services, rid)

@@ -12,7 +12,8 @@ import pytest
 from engine.settings import UploadSettings
 from tests.support.api import log_end
 
-BASE = "/api/v1/workflows/military-analyze-agent/runs"
+BASE = "/api/v1/workflows/report-pipeline/runs"
+"""A workflow with no required input: these tests send files and no variables."""
 LIMITS = UploadSettings(max_file_bytes=64 * 1024, max_request_bytes=256 * 1024)
 
 pytestmark = pytest.mark.api(uploads=LIMITS)

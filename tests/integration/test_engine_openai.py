@@ -38,7 +38,8 @@ async def openai_services(fake_openai, tmp_path, monkeypatch):
     async with running(settings) as services:
         work = node("work", "agent", model_id="fake", tools=["web_search"], prompt="Research {{topic}}")
         out = node("out", "output", outputs=[{"name": "answer", "value": "{{work.text}}"}])
-        await services.catalogue.publish(workflow("openai-flow", [node("input", "userInput"), work, out],
+        inputs = node("input", "userInput", inputs=[{"name": "topic"}])
+        await services.catalogue.publish(workflow("openai-flow", [inputs, work, out],
                                                   [edge("input", "work"), edge("work", "out")]))
         yield services
 

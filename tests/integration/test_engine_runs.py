@@ -7,11 +7,14 @@ import pytest
 from domain import events as ev
 from domain.errors import GraphInvalid, RunAlreadyStarted
 from domain.run import RunStatus
+from domain.run_inputs import InvalidVariables
+from engine.runs.creation import NewRun
 from tests.support.engine_runs import (
     chunks,
     edge,
     engine_settings,
     events_of,
+    executor,
     node,
     of_type,
     positions_are_contiguous,
@@ -30,7 +33,8 @@ pytestmark = pytest.mark.services(load_demos=False, node_timeout_seconds=5)
 
 async def run_one(services, work: dict, *, out: dict = OUT, variables: dict | None = None):
     """Publish input -> work -> out, run it to its end; (final run state, events)."""
-    await services.catalogue.publish(workflow("one-node", [node("input", "userInput"), work, out],
+    inputs = node("input", "userInput", inputs=[{"name": "topic"}])
+    await services.catalogue.publish(workflow("one-node", [inputs, work, out],
                                               [edge("input", work["id"]), edge(work["id"], out["id"])]))
     run_id = await start(services, "one-node", variables or {"topic": "tides"})
     run = await wait_until(services, run_id)
@@ -90,11 +94,16 @@ async def test_a_false_condition_skips_the_node_and_every_node_only_reachable_th
     assert of_type(events, ev.RunCompleted)[0].output["data"] == {"action": "short"}
 
 
+async def test_a_reference_to_a_node_that_does_not_exist_is_refused_at_publish(services):
+    with pytest.raises(GraphInvalid, match=r"\{\{research.summary\}\} refers to 'research': no node has that id"):
+        await run_one(services, node("work", "llm", model_id="scripted", prompt="Use {{research.summary}}"))
+
+
 async def test_a_missing_reference_fails_the_visit_naming_it(services):
-    run, events = await run_one(services, node("work", "llm", model_id="scripted", prompt="Use {{research.summary}}"))
+    run, events = await run_one(services, node("work", "llm", model_id="scripted", prompt="Use {{input.summary}}"))
     failed = of_type(events, ev.VisitFailed)[0]
     assert run.status is RunStatus.FAILED
-    assert "{{research.summary}}" in failed.error and "research" in failed.error
+    assert "{{input.summary}}" in failed.error and "'input' has no field 'summary'" in failed.error
     assert of_type(events, ev.RunFailed)[0].error.startswith("node 'work' failed: prompt: missing reference")
 
 
@@ -182,11 +191,16 @@ async def test_an_agent_calls_its_tools_and_every_refusal_reaches_the_model_as_a
     assert of_type(events, ev.RunCompleted)[0].working_dir_files == ("notes/tides.md",)
 
 
-async def test_a_required_input_that_is_missing_fails_the_first_visit(services):
+async def test_a_required_input_that_is_missing_is_refused_at_creation_and_fails_the_first_visit_of_an_older_run(services):
     inputs = node("input", "userInput", inputs=[{"name": "topic", "required": True}])
-    await services.catalogue.publish(workflow("needs-topic", [inputs, OUT | {"data": {"outputs": []}}],
-                                              [edge("input", "out")]))
-    run_id = await start(services, "needs-topic", {"other": 1})
+    entry = await services.catalogue.publish(workflow("needs-topic", [inputs, OUT | {"data": {"outputs": []}}],
+                                                      [edge("input", "out")]))
+    with pytest.raises(InvalidVariables, match=r"missing required input\(s\): topic"):
+        await start(services, "needs-topic", {"other": 1})
+    older = NewRun(workflow_id=entry.workflow_id, workflow_name=entry.name, workflow_version=entry.version,
+                   display_name=entry.definition.display_name, mode="DAG", variables={"other": 1}, caller_key_id="all")
+    run_id = (await services.runs.create(older)).run_id
+    await executor(services).start(run_id)
     run = await wait_until(services, run_id)
     events = await events_of(services, run_id)
     assert run.status is RunStatus.FAILED
@@ -212,11 +226,11 @@ async def test_an_invalid_graph_is_refused_with_every_problem_listed(services):
         await services.catalogue.publish(bad)
     problems = refused.value.problems
     assert refused.value.code == "GRAPH_INVALID"
-    assert "node id 'a' is used by 2 nodes" in problems
+    assert "$.nodes[2].id: node id 'a' is used by 2 nodes" in problems
     assert any("unknown type 'mystery'" in p for p in problems)
     assert any("unknown target 'ghost'" in p for p in problems)
     assert any("self-loop" in p for p in problems)
-    assert "workflow has no output node" in problems
+    assert "$.nodes: workflow has no output node" in problems
 
 
 async def test_a_failed_node_stops_its_running_siblings_and_the_run_fails_naming_it(services):

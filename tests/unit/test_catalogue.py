@@ -132,3 +132,38 @@ def test_a_version_published_before_planner_settings_were_checked_still_folds_wi
 def test_any_other_flaw_of_a_recorded_definition_is_still_refused():
     with pytest.raises(GraphInvalid):
         recorded_workflow({**DEFINITION, "mode": "PIPELINE", "planner": {}})
+
+
+def test_republishing_the_same_definition_with_defaults_spelled_out_appends_nothing():
+    entry = evolve_entry(None, published())
+    spelled = {**copy.deepcopy(DEFINITION), "description": "", "limits": {"maxVisitsPerNode": 50}}
+    spelled["edges"][0]["condition"] = None
+    assert definition_digest(spelled) != entry.digest
+    assert publish_workflow(entry, spelled, 7, T2) is None
+
+
+def test_a_version_recorded_with_keys_the_authoring_form_refuses_still_folds_and_a_clean_one_is_its_next_version():
+    canvas = copy.deepcopy(DEFINITION)
+    canvas["nodes"][0]["data"]["promt"] = "left over"
+    stored = msgspec.structs.replace(published(), definition=canvas)
+    entry = fold_entry([stored])
+    assert entry is not None and entry.form == "" and entry.definition.nodes[0].id == "input"
+    event = publish_workflow(entry, DEFINITION, 7, T2)
+    assert event is not None and event.version == 2
+
+
+def test_a_definition_with_an_unknown_key_is_refused_naming_its_path():
+    typo = copy.deepcopy(DEFINITION)
+    typo["nodes"][1]["data"]["outputs"][0]["vaule"] = "{{topic}}"
+    with pytest.raises(GraphInvalid) as caught:
+        publish_workflow(None, typo, 7, T1)
+    assert "$.nodes[1].data.outputs[0].vaule: unknown field" in caught.value.problems
+
+
+def test_a_model_that_is_not_configured_is_refused_when_the_catalogue_knows_the_models():
+    named = copy.deepcopy(DEFINITION)
+    named["nodes"].insert(1, {"id": "ask", "type": "llm", "data": {"model_id": "gpt-9"}})
+    named["edges"] = [{"source": "input", "target": "ask"}, {"source": "ask", "target": "done"}]
+    with pytest.raises(GraphInvalid, match="model 'gpt-9' is not configured"):
+        publish_workflow(None, named, 7, T1, model_ids=["scripted"])
+    assert publish_workflow(None, named, 7, T1, model_ids=["scripted", "gpt-9"]) is not None
