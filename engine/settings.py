@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import msgspec
 
@@ -27,6 +29,50 @@ class ApiKey(msgspec.Struct, frozen=True, rename="camel", forbid_unknown_fields=
         import hashlib
 
         return self.id or "key-" + hashlib.sha256(self.key.encode()).hexdigest()[:12]
+
+
+_GATEWAY_PATH = re.compile(r"(/p/[A-Za-z0-9_.-]+)?/?")
+
+
+class HermesGateway(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One remote Hermes Agent gateway; its bearer key is read from the variable `api_key_env`, never given inline."""
+
+    id: str
+    base_url: str
+    api_key_env: str = "FLOWTRAIL_HERMES_API_KEY"
+    profile: str = ""
+    """An informative deployment label; not a credential and not used in URLs."""
+    model: str = ""
+    effort: str = ""
+    system_prompt: str = ""
+    auto_approve: bool = False
+    idle_timeout_seconds: float = 600.0
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            raise ValueError("a gateway needs a non-empty id")
+        parts = urlsplit(self.base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"gateway {self.id!r}: base_url must be an http(s) URL with a host")
+        if parts.username is not None or parts.password is not None or parts.query or parts.fragment:
+            raise ValueError(f"gateway {self.id!r}: base_url must carry no credentials, query or fragment")
+        if not _GATEWAY_PATH.fullmatch(parts.path):
+            raise ValueError(f"gateway {self.id!r}: base_url may only have the path /p/<profile>")
+        if not self.api_key_env:
+            raise ValueError(f"gateway {self.id!r}: api_key_env must name an environment variable")
+        if self.idle_timeout_seconds <= 0:
+            raise ValueError(f"gateway {self.id!r}: idle_timeout_seconds must be positive")
+
+
+def parse_hermes_gateways(raw: str | None) -> tuple[HermesGateway, ...]:
+    """The gateways in FLOWTRAIL_HERMES_GATEWAYS (a JSON list); anything else exits at start-up saying what is wrong."""
+    if not raw or not raw.strip():
+        return ()
+    gateways = decode_json_list("FLOWTRAIL_HERMES_GATEWAYS", raw, HermesGateway)
+    ids = [gateway.id for gateway in gateways]
+    if len(set(ids)) != len(ids):
+        raise SystemExit(f"FLOWTRAIL_HERMES_GATEWAYS: two gateways share the id {sorted(i for i in ids if ids.count(i) > 1)[0]!r}")
+    return gateways
 
 
 DEMO_KEY = ApiKey(key="demo-key", id="demo", sees_all_runs=True)
@@ -131,6 +177,8 @@ class EngineSettings:
     """AGENTIC: visits in one run before the run fails."""
     max_agent_iterations: int = 20
     """Model turns one agent visit may take."""
+    hermes_gateways: tuple[HermesGateway, ...] = ()
+    """Remote Hermes Agent gateways agent/smartAction nodes may run on (FLOWTRAIL_HERMES_GATEWAYS, a JSON list)."""
 
 
 @dataclass(frozen=True)
@@ -227,6 +275,7 @@ class Settings:
                 max_visits_per_node=_int("FLOWTRAIL_MAX_VISITS_PER_NODE", 50),
                 max_visits_per_run=_int("FLOWTRAIL_MAX_VISITS_PER_RUN", 200),
                 max_agent_iterations=_int("FLOWTRAIL_MAX_AGENT_ITERATIONS", 20),
+                hermes_gateways=parse_hermes_gateways(os.environ.get("FLOWTRAIL_HERMES_GATEWAYS")),
             ),
             context=ContextSettings(
                 enabled=_bool("FLOWTRAIL_CONTEXT_QUERY_ENABLED", True),

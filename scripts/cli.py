@@ -1,4 +1,4 @@
-"""The `flowtrail` command: serve, demo, audit, export."""
+"""The `flowtrail` command: serve, demo, audit, export, hermes check."""
 
 from __future__ import annotations
 
@@ -26,6 +26,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     audit.add_argument("--url", default=None, help="base URL of the running service (default: from FLOWTRAIL_HOST/PORT)")
     audit.add_argument("--key", default=None, help="API key (default: FLOWTRAIL_AUDIT_KEY, else the first configured key)")
 
+    hermes = commands.add_parser("hermes", help="remote Hermes Agent gateways")
+    hermes_commands = hermes.add_subparsers(dest="hermes_command", required=True)
+    hermes_check = hermes_commands.add_parser("check", help="probe each configured gateway (exit 1 unless all are ok)")
+    hermes_check.add_argument("gateway", nargs="?", default=None, help="only this gateway id")
+
     args = parser.parse_args(argv)
     if args.command == "serve":
         from scripts.serve import serve
@@ -43,6 +48,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from scripts.audit import audit_run
 
         return audit_run(args.run_id, url=args.url, key=args.key)
+    if args.command == "hermes":
+        from scripts.hermes import check_gateways
+
+        return check_gateways(args.gateway)
     parser.error(f"unknown command {args.command}")
     return 2
 
