@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from uuid import UUID
 
 import httpx
+import msgspec
 
 from engine.hermes.client import GatewayClient, GatewayError, StreamDropped, StreamIdle
 from engine.hermes.events import TERMINAL_EVENTS, chunk_for
@@ -32,6 +33,10 @@ HISTORY_ROWS = 40
 STOP_WINDOW_SECONDS = 5.0
 """How long a cancel or an idle timeout waits for the gateway to take the stop request."""
 STATUS_POLL_SECONDS = 0.5
+
+
+def _json(value: Any) -> str:
+    return msgspec.json.encode(value).decode()
 
 
 class HermesFailure(Exception):
@@ -183,7 +188,7 @@ class RemoteAgent:
         if kind == "run.completed":
             output = event.get("output")
             usage = event.get("usage")
-            await self.sink.status(f"hermes run completed (usage {usage})" if usage else "hermes run completed")
+            await self.sink.status("hermes run completed" + (f" (usage {_json(usage)})" if usage else ""))
             return output if isinstance(output, str) and output else "".join(text)
         if kind == "run.failed":
             raise HermesFailure("run_failed", str(event.get("error") or "the gateway run failed"))

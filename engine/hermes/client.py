@@ -114,6 +114,8 @@ class GatewayClient:
                                            headers={"Accept": "text/event-stream"})
         try:
             response = await self._http.send(request, stream=True)
+        except httpx.ReadTimeout:
+            raise StreamIdle() from None
         except httpx.TransportError as error:
             raise _unreachable(self.gateway, error) from None
         try:

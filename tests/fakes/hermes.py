@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+from tests.fakes.loopback import LoopbackServer
 from tests.fakes.openai_server import FakeOpenAI, _read_request, _send_json
 
 MODEL = "fake-model"
@@ -49,3 +50,14 @@ def _completion(text: str) -> dict:
     return {"id": "chatcmpl-fake", "object": "chat.completion", "created": 1700000000, "model": MODEL,
             "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
             "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}}
+
+
+class IncompatibleGateway(LoopbackServer):
+    """A gateway that answers its capabilities without `run_stop` (an older or trimmed-down server)."""
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Answer every request with the trimmed capabilities."""
+        await _read_request(reader)
+        features = {name: True for name in ("run_submission", "run_events_sse", "run_approval_response",
+                                            "session_resources")}
+        await _send_json(writer, 200, {"object": "hermes.api_server.capabilities", "features": features})

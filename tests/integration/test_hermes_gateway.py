@@ -1,0 +1,251 @@
+"""agent and smartAction nodes on the real Hermes Agent gateway (hermes-agent 0.19.0), its model a fake of ours."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+import pytest_asyncio
+
+from domain import events as ev
+from domain.run import RunStatus
+from engine.bootstrap import Services
+from engine.hermes.events import FINAL_TEXT
+from engine.hermes.probe import probe, probe_gateways
+from engine.settings import HermesGateway
+from tests.fakes.hermes import FakeGatewayModel, IncompatibleGateway
+from tests.support.engine_runs import (
+    chunks,
+    edge,
+    engine_settings,
+    events_of,
+    executor,
+    node,
+    of_type,
+    running,
+    start,
+    wait_for_event,
+    wait_until,
+    workflow,
+)
+from tests.support.hermes_gateway import Gateway, free_port, running_gateway
+
+KEY_ENV = "FLOWTRAIL_TEST_HERMES_KEY"
+
+
+@pytest_asyncio.fixture(scope="module")
+async def gateway_model() -> AsyncIterator[FakeGatewayModel]:
+    """The fake model the gateway talks to, shared by the module's tests."""
+    server = FakeGatewayModel()
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+@pytest_asyncio.fixture(scope="module")
+async def gateway(gateway_model: FakeGatewayModel, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Gateway]:
+    """One real gateway for the module, its HERMES_HOME a temporary directory."""
+    async with running_gateway(tmp_path_factory.mktemp("hermes-home"), gateway_model.base_url) as started:
+        yield started
+
+
+@pytest_asyncio.fixture
+async def model(gateway_model: FakeGatewayModel) -> AsyncIterator[FakeGatewayModel]:
+    """The gateway's model with no programmed replies and no recorded requests; hanging replies end after the test."""
+    gateway_model.requests.clear()
+    gateway_model.streamed.clear()
+    gateway_model._replies.clear()
+    yield gateway_model
+    gateway_model._release.set()
+    gateway_model._release = asyncio.Event()
+
+
+@pytest.fixture
+def keyed(gateway: Gateway, monkeypatch: pytest.MonkeyPatch) -> Gateway:
+    """The gateway, its key in KEY_ENV."""
+    monkeypatch.setenv(KEY_ENV, gateway.key)
+    return gateway
+
+
+def configured(gateway: Gateway, **options) -> HermesGateway:
+    """Our configuration of the test gateway."""
+    return HermesGateway(id="test", base_url=gateway.base_url, api_key_env=KEY_ENV, **options)
+
+
+async def test_a_reachable_gateway_with_the_right_key_is_ok(keyed):
+    assert (await probe(configured(keyed))).status == "ok"
+
+
+async def test_a_wrong_key_is_unauthorized(gateway, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, "not-the-gateway-key-at-all")
+    result = await probe(configured(gateway))
+    assert result.status == "unauthorized" and "invalid_api_key" in result.detail
+
+
+async def test_a_key_variable_that_is_not_set_is_key_missing(gateway, monkeypatch):
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    result = await probe(configured(gateway))
+    assert result.status == "key_missing" and KEY_ENV in result.detail
+
+
+async def test_a_gateway_that_is_down_is_unreachable(monkeypatch):
+    monkeypatch.setenv(KEY_ENV, "whatever-key-0123456789")
+    down = HermesGateway(id="down", base_url=f"http://127.0.0.1:{free_port()}", api_key_env=KEY_ENV)
+    assert (await probe(down)).status == "unreachable"
+
+
+async def test_no_gateway_configured_or_an_unknown_one_is_not_configured(keyed):
+    assert [r.status for r in await probe_gateways([])] == ["not_configured"]
+    assert [(r.gateway, r.status) for r in await probe_gateways([configured(keyed)], "other")] == [
+        ("other", "not_configured")]
+
+
+async def test_a_gateway_that_lacks_a_required_feature_is_incompatible_naming_it(monkeypatch):
+    monkeypatch.setenv(KEY_ENV, "whatever-key-0123456789")
+    fake = IncompatibleGateway()
+    await fake.start()
+    try:
+        result = await probe(HermesGateway(id="old", base_url=f"http://127.0.0.1:{fake.port}", api_key_env=KEY_ENV))
+    finally:
+        await fake.stop()
+    assert (result.status, result.detail) == ("incompatible", "missing: run_stop")
+
+
+async def check(*args: str, gateways: list[dict], env: dict[str, str]) -> tuple[int, str]:
+    """`flowtrail hermes check ARGS` in a child process; its exit code and output."""
+    environment = {**os.environ, **env, "FLOWTRAIL_HERMES_GATEWAYS": json.dumps(gateways)}
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "scripts.cli", "hermes", "check", *args, env=environment,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )
+    output, _ = await child.communicate()
+    return child.returncode or 0, output.decode()
+
+
+async def test_hermes_check_prints_each_gateway_and_fails_unless_all_are_ok(keyed):
+    good = {"id": "good", "base_url": keyed.base_url, "api_key_env": KEY_ENV}
+    keyless = {"id": "keyless", "base_url": keyed.base_url, "api_key_env": "FLOWTRAIL_TEST_HERMES_UNSET"}
+    code, output = await check(gateways=[good, keyless], env={KEY_ENV: keyed.key})
+    assert code == 1 and output.splitlines() == [
+        "good: ok", "keyless: key_missing (the environment variable FLOWTRAIL_TEST_HERMES_UNSET is not set)"]
+    assert (await check("good", gateways=[good, keyless], env={KEY_ENV: keyed.key})) == (0, "good: ok\n")
+    assert keyed.key not in output
+
+
+@pytest_asyncio.fixture
+async def hermes_services(keyed: Gateway, store: str, tmp_path: Path, request) -> AsyncIterator[Services]:
+    """Started services whose one gateway is the test gateway (options from the `hermes` marker)."""
+    marker = request.node.get_closest_marker("hermes")
+    options = marker.kwargs if marker else {}
+    settings = engine_settings(store, tmp_path / "data", load_demos=False,
+                               hermes_gateways=(configured(keyed, **options),))
+    async with running(settings) as services:
+        yield services
+
+
+def remote_flow(name: str, mode: str = "DAG", **data) -> dict:
+    """userInput -> a remote agent `work` -> output `answer` (= work.text)."""
+    work = node("work", "agent", backend="hermes_remote", prompt="Greet {{who}}", **data)
+    out = node("out", "output", outputs=[{"name": "answer", "value": "{{work.text}}"}])
+    return workflow(name, [node("input", "userInput"), work, out], [edge("input", "work"), edge("work", "out")], mode)
+
+
+async def run_to_end(services: Services, flow: dict, variables: dict | None = None, timeout: float = 60.0):
+    """Publish the flow, run it to its end; the run and its events."""
+    await services.catalogue.publish(flow)
+    run_id = await start(services, flow["name"], variables or {"who": "Ada"})
+    run = await wait_until(services, run_id, timeout=timeout)
+    return run, await events_of(services, run_id)
+
+
+def answer_text(events) -> str:
+    """The answer's text as our log copied it, delta by delta."""
+    return "".join(json.loads(c.content)["preview"] for c in chunks(events, "tool_progress", "work")
+                   if c.tool_name == FINAL_TEXT)
+
+
+@pytest.mark.store
+async def test_a_plain_answer_comes_through_the_gateway_and_every_delta_is_in_our_log(hermes_services, model):
+    model.will_stream_text("Hello ", "Ada", "!", reasoning=("Thinking about Ada.",))
+    run, events = await run_to_end(hermes_services, remote_flow("hermes-plain", systemPrompt="You are terse."))
+    assert run.status is RunStatus.SUCCEEDED, [c.content for c in chunks(events, "status")]
+    assert of_type(events, ev.RunCompleted)[0].output["data"] == {"answer": "Hello Ada!"}
+    assert answer_text(events) == "Hello Ada!"
+    assert "".join(c.content for c in chunks(events, "thinking", "work")) == "Hello Ada!"
+    sent = model.streamed[0]["messages"]
+    assert sent[-1] == {"role": "user", "content": "Greet Ada"} or sent[-1]["content"] == "Greet Ada"
+    assert "You are terse." in sent[0]["content"] and "flowtrail" in sent[0]["content"]
+
+
+@pytest.mark.store
+async def test_gateway_tool_calls_become_tool_call_and_tool_result_lines(hermes_services, model):
+    model.will_run_command("echo flowtrail-was-here")
+    model.will_stream_text("Done.")
+    run, events = await run_to_end(hermes_services, remote_flow("hermes-tools"))
+    assert run.status is RunStatus.SUCCEEDED, [c.content for c in chunks(events, "status")]
+    calls = chunks(events, "tool_call", "work")
+    results = chunks(events, "tool_result", "work")
+    assert [c.tool_name for c in calls] == ["terminal"] and "echo flowtrail-was-here" in calls[0].content
+    assert [c.tool_name for c in results] == ["terminal"] and json.loads(results[0].content)["error"] is False
+    assert "flowtrail-was-here" in json.dumps(model.streamed[1]["messages"][-1])
+
+
+def gateway_runs(events) -> list[str]:
+    """The gateway run ids our log names, in order."""
+    return [c.content.split()[2] for c in chunks(events, "status", "work")
+            if c.content.startswith("hermes run run_") and " started " in c.content]
+
+
+async def gateway_status(gateway: Gateway, run_id: str) -> dict:
+    """The gateway's own record of one of its runs."""
+    async with httpx.AsyncClient(base_url=gateway.base_url, headers={"Authorization": f"Bearer {gateway.key}"}) as client:
+        return (await client.get(f"/v1/runs/{run_id}")).json()
+
+
+async def gateway_status_becomes(gateway: Gateway, run_id: str, *wanted: str, timeout: float = 30.0) -> str:
+    """The gateway run's status once it is one of `wanted` (the last seen one after `timeout`)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    status = ""
+    while loop.time() < deadline:
+        status = (await gateway_status(gateway, run_id)).get("status", "")
+        if status in wanted:
+            break
+        await asyncio.sleep(0.1)
+    return status
+
+
+@pytest.mark.store
+@pytest.mark.hermes(idle_timeout_seconds=1.5)
+async def test_a_silent_gateway_fails_the_visit_with_idle_timeout_and_is_told_to_stop(hermes_services, model, keyed):
+    model.will_hang_after("Hel")
+    run, events = await run_to_end(hermes_services, remote_flow("hermes-idle"))
+    failed = of_type(events, ev.VisitFailed)
+    assert run.status is RunStatus.FAILED and "hermes idle_timeout" in failed[0].error
+    (run_id,) = gateway_runs(events)
+    assert (await gateway_status(keyed, run_id))["status"] in ("stopping", "cancelled")
+
+
+@pytest.mark.store
+async def test_cancelling_the_run_stops_the_gateway_run_which_ends_cancelled(hermes_services, model, keyed):
+    model.will_hang_after("Thinking it over")
+    await hermes_services.catalogue.publish(remote_flow("hermes-cancel"))
+    run_id = await start(hermes_services, "hermes-cancel", {"who": "Ada"})
+    await wait_for_event(hermes_services, run_id, lambda e: isinstance(e, ev.NodeStreamed)
+                         and e.content.startswith("hermes run run_"))
+    while not model.streamed:
+        await asyncio.sleep(0.05)
+    await executor(hermes_services).cancel(run_id)
+    run = await wait_until(hermes_services, run_id, timeout=30)
+    (gateway_run,) = gateway_runs(await events_of(hermes_services, run_id))
+    assert run.status is RunStatus.CANCELLED
+    model._release.set()
+    assert await gateway_status_becomes(keyed, gateway_run, "cancelled") == "cancelled"
