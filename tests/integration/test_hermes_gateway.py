@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -19,7 +20,7 @@ from engine.bootstrap import Services
 from engine.hermes.events import FINAL_TEXT
 from engine.hermes.probe import probe, probe_gateways
 from engine.settings import HermesGateway
-from tests.fakes.hermes import FakeGatewayModel, IncompatibleGateway
+from tests.fakes.hermes import CuttingProxy, EndingGateway, FakeGatewayModel, IncompatibleGateway
 from tests.support.engine_runs import (
     chunks,
     edge,
@@ -249,3 +250,47 @@ async def test_cancelling_the_run_stops_the_gateway_run_which_ends_cancelled(her
     assert run.status is RunStatus.CANCELLED
     model._release.set()
     assert await gateway_status_becomes(keyed, gateway_run, "cancelled") == "cancelled"
+
+
+@contextlib.asynccontextmanager
+async def services_on(store: str, data_dir: Path, gateway: HermesGateway) -> AsyncIterator[Services]:
+    """Started services whose one gateway is `gateway`."""
+    async with running(engine_settings(store, data_dir, load_demos=False, hermes_gateways=(gateway,))) as services:
+        yield services
+
+
+@pytest.mark.store
+async def test_a_dropped_stream_is_followed_by_reading_the_run_never_by_submitting_it_again(
+        keyed, model, store, tmp_path):
+    model.will_stream_text("Hello ", "from ", "the ", "other ", "side.")
+    proxy = CuttingProxy(int(keyed.base_url.rsplit(":", 1)[1]))
+    await proxy.start()
+    try:
+        async with services_on(store, tmp_path / "data", HermesGateway(
+                id="test", base_url=f"http://127.0.0.1:{proxy.port}", api_key_env=KEY_ENV)) as services:
+            run, events = await run_to_end(services, remote_flow("hermes-dropped"))
+    finally:
+        await proxy.stop()
+    statuses = [c.content for c in chunks(events, "status", "work")]
+    assert run.status is RunStatus.SUCCEEDED, statuses
+    assert of_type(events, ev.RunCompleted)[0].output["data"] == {"answer": "Hello from the other side."}
+    assert proxy.cuts == 1 and any("event stream dropped" in line for line in statuses)
+    assert [line for line in proxy.requests if line.startswith("POST /v1/runs ")] == ["POST /v1/runs HTTP/1.1"]
+    assert any(line.startswith("GET /v1/runs/run_") and "/events" not in line for line in proxy.requests)
+
+
+@pytest.mark.store
+async def test_a_stream_that_ends_without_a_terminal_event_fails_the_visit_with_incomplete_stream(
+        store, tmp_path, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, "whatever-key-0123456789")
+    fake = EndingGateway()
+    await fake.start()
+    try:
+        async with services_on(store, tmp_path / "data", HermesGateway(
+                id="test", base_url=f"http://127.0.0.1:{fake.port}", api_key_env=KEY_ENV)) as services:
+            run, events = await run_to_end(services, remote_flow("hermes-incomplete"))
+    finally:
+        await fake.stop()
+    assert run.status is RunStatus.FAILED
+    assert "hermes incomplete_stream" in of_type(events, ev.VisitFailed)[0].error
+    assert answer_text(events) == "Hal"
