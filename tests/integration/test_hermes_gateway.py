@@ -294,3 +294,38 @@ async def test_a_stream_that_ends_without_a_terminal_event_fails_the_visit_with_
     assert run.status is RunStatus.FAILED
     assert "hermes incomplete_stream" in of_type(events, ev.VisitFailed)[0].error
     assert answer_text(events) == "Hal"
+
+
+def approvals(events) -> list[dict]:
+    """The approval requests our log copied."""
+    return [json.loads(json.loads(c.content)["preview"]) for c in chunks(events, "tool_progress", "work")
+            if c.tool_name == "hermes_remote:approval"]
+
+
+@pytest.mark.store
+async def test_a_denied_approval_request_keeps_the_command_from_running(hermes_services, model, tmp_path):
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    model.will_run_command(f"rm -rf {victim}")
+    model.will_stream_text("I was not allowed to delete it.")
+    run, events = await run_to_end(hermes_services, remote_flow("hermes-deny"))
+    statuses = [c.content for c in chunks(events, "status", "work")]
+    assert run.status is RunStatus.SUCCEEDED, statuses
+    assert victim.exists()
+    assert [request["command"] for request in approvals(events)] == [f"rm -rf {victim}"]
+    assert "hermes approval request answered 'deny' (auto_approve=False)" in statuses
+    assert "BLOCKED" in json.dumps(model.streamed[1]["messages"][-1])
+
+
+@pytest.mark.store
+@pytest.mark.hermes(auto_approve=True)
+async def test_an_auto_approved_request_lets_the_command_run(hermes_services, model, tmp_path):
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    model.will_run_command(f"rm -rf {victim}")
+    model.will_stream_text("Deleted.")
+    run, events = await run_to_end(hermes_services, remote_flow("hermes-approve"))
+    statuses = [c.content for c in chunks(events, "status", "work")]
+    assert run.status is RunStatus.SUCCEEDED, statuses
+    assert not victim.exists()
+    assert "hermes approval request answered 'once' (auto_approve=True)" in statuses
