@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import sys
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pytest_asyncio
 from domain import events as ev
 from domain.run import RunStatus
 from engine.bootstrap import Services
+from engine.hermes.agent import RemoteAgent
 from engine.hermes.events import FINAL_TEXT
 from engine.hermes.probe import probe, probe_gateways
 from engine.settings import HermesGateway
@@ -329,3 +331,67 @@ async def test_an_auto_approved_request_lets_the_command_run(hermes_services, mo
     assert run.status is RunStatus.SUCCEEDED, statuses
     assert not victim.exists()
     assert "hermes approval request answered 'once' (auto_approve=True)" in statuses
+
+
+def revisiting_flow(name: str) -> dict:
+    """An AGENTIC run whose planner visits the remote agent `work` twice, then the output."""
+    decisions = [[{"text": {"nextNodeId": "work", "reason": "again"}}]] * 2
+    decisions = decisions + [[{"text": {"nextNodeId": "out", "reason": "answer"}}]]
+    work = node("work", "agent", backend="hermes_remote", prompt="Greet {{who}}", systemPrompt="You are terse.")
+    out = node("out", "output", outputs=[{"name": "answer", "value": "{{work.text}}"}])
+    return workflow(name, [node("input", "userInput"), work, out], [], "AGENTIC", startNodeId="input",
+                    planner={"model_id": "scripted", "prompt": "Greet twice.", "script": decisions})
+
+
+def system_text(body: dict) -> str:
+    return "\n".join(m["content"] for m in body["messages"] if m["role"] == "system")
+
+
+@pytest.mark.store
+async def test_a_revisited_node_resumes_its_gateway_session_sending_the_history_itself(hermes_services, model):
+    model.will_stream_text("Hello Ada!")
+    model.will_stream_text("Hello again, Ada!")
+    run, events = await run_to_end(hermes_services, revisiting_flow("hermes-revisit"))
+    statuses = [c.content for c in chunks(events, "status", "work")]
+    assert run.status is RunStatus.SUCCEEDED, statuses
+    first, second = model.streamed
+    assert "You are terse." in system_text(first) and "flowtrail" in system_text(first)
+    assert "You are terse." not in system_text(second) and "flowtrail" in system_text(second)
+    said = [(m["role"], m["content"]) for m in second["messages"] if m["role"] != "system"]
+    assert said[-3:] == [("user", "Greet Ada"), ("assistant", "Hello Ada!"), ("user", "Greet Ada")]
+    assert any(line.endswith("is new: starting it fresh") for line in statuses)
+    assert any(line.endswith("resumed with 2 earlier message(s)") for line in statuses)
+
+
+class RecordingSink:
+    """What a visit gives a remote agent, keeping the chunks and status lines in a list."""
+
+    def __init__(self) -> None:
+        self.cancel_event = asyncio.Event()
+        self.lines: list[tuple[str, str]] = []
+
+    async def stream(self, kind: str, content: str, tool_name: str | None = None) -> None:
+        self.lines.append((kind, content))
+
+    async def status(self, text: str) -> None:
+        self.lines.append(("status", text))
+
+    def check_cancel(self) -> None:
+        pass
+
+
+async def test_a_session_the_gateway_no_longer_has_starts_fresh_with_the_system_prompt_again(keyed, model):
+    sink = RecordingSink()
+    session = f"flowtrail-test-{uuid.uuid4().hex}"
+    agent = RemoteAgent(configured(keyed), keyed.key, sink, session_id=session, system_prompt="You are terse.")
+    model.will_stream_text("One.")
+    model.will_stream_text("Two.")
+    assert await agent.answer("First") == "One."
+    async with httpx.AsyncClient(base_url=keyed.base_url, headers={"Authorization": f"Bearer {keyed.key}"}) as client:
+        assert (await client.delete(f"/api/sessions/{session}")).status_code == 200
+    assert await agent.answer("Second") == "Two."
+    first, second = model.streamed
+    assert "You are terse." in system_text(first) and "You are terse." in system_text(second)
+    assert [m["content"] for m in second["messages"] if m["role"] == "user"] == ["Second"]
+    fresh = [text for kind, text in sink.lines if kind == "status" and text.endswith("starting it fresh")]
+    assert len(fresh) == 2
