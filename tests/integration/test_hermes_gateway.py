@@ -395,3 +395,66 @@ async def test_a_session_the_gateway_no_longer_has_starts_fresh_with_the_system_
     assert [m["content"] for m in second["messages"] if m["role"] == "user"] == ["Second"]
     fresh = [text for kind, text in sink.lines if kind == "status" and text.endswith("starting it fresh")]
     assert len(fresh) == 2
+
+
+GREETING = [{"name": "greeting", "type": "string", "required": True, "description": "the greeting"}]
+
+
+def structured_flow(name: str, node_type: str = "agent", **data) -> dict:
+    """userInput -> a remote `work` node with declared outputs -> output of its whole data."""
+    work = node("work", node_type, backend="hermes_remote", prompt="Greet {{who}}", reformat_model_id="scripted", **data)
+    out = node("out", "output", outputs=[{"name": "result", "value": "{{work}}"}])
+    return workflow(name, [node("input", "userInput"), work, out], [edge("input", "work"), edge("work", "out")])
+
+
+@pytest.mark.store
+async def test_a_final_text_that_is_not_json_is_reformatted_by_a_plain_model_without_running_hermes_again(
+        hermes_services, model):
+    model.will_stream_text("Hello Ada, nice to meet you.")
+    flow = structured_flow("hermes-reformat", outputs=GREETING,
+                           script={"reformat": [[{"text": '{"greeting": "Hello Ada"}'}]]})
+    run, events = await run_to_end(hermes_services, flow)
+    statuses = [c.content for c in chunks(events, "status", "work")]
+    assert run.status is RunStatus.SUCCEEDED, statuses
+    assert of_type(events, ev.VisitCompleted)[1].output["data"]["greeting"] == "Hello Ada"
+    assert len(model.streamed) == 1 and len(gateway_runs(events)) == 1
+    assert any(line.endswith("re-formatting (1/2)") for line in statuses)
+    prompt = model.streamed[0]["messages"][-1]["content"]
+    assert prompt.startswith("Greet Ada") and '"greeting"' in prompt
+
+
+@pytest.mark.store
+async def test_when_reformatting_fails_hermes_runs_again_in_the_same_session_told_what_was_wrong(
+        hermes_services, model):
+    model.will_stream_text("Hello Ada, nice to meet you.")
+    model.will_stream_text('{"greeting": "Hello Ada"}')
+    flow = structured_flow("hermes-rerun", outputs=GREETING, formatMaxRetries=1,
+                           script={"reformat": [[{"text": "still prose"}]]})
+    run, events = await run_to_end(hermes_services, flow)
+    statuses = [c.content for c in chunks(events, "status", "work")]
+    assert run.status is RunStatus.SUCCEEDED, statuses
+    assert len(gateway_runs(events)) == 2 and len(model.streamed) == 2
+    said = [(m["role"], m["content"]) for m in model.streamed[1]["messages"] if m["role"] != "system"]
+    assert said[-2] == ("assistant", "Hello Ada, nice to meet you.")
+    assert said[-1][1].startswith("Your answer did not pass validation: answer is not JSON")
+    assert any(line.endswith("re-running the node (1/1)") for line in statuses)
+
+
+@pytest.mark.store
+async def test_a_smart_action_on_hermes_chooses_one_of_the_listed_actions(hermes_services, model):
+    model.will_stream_text('{"action": "approve", "reason": "it is fine"}')
+    flow = structured_flow("hermes-action", "smartAction", actions=["approve", {"id": "reject", "description": "no"}])
+    run, events = await run_to_end(hermes_services, flow)
+    assert run.status is RunStatus.SUCCEEDED, [c.content for c in chunks(events, "status", "work")]
+    data = of_type(events, ev.VisitCompleted)[1].output["data"]
+    assert (data["action"], data["reason"]) == ("approve", "it is fine")
+    assert "- reject: no" in model.streamed[0]["messages"][-1]["content"]
+
+
+@pytest.mark.store
+async def test_a_smart_action_on_hermes_that_picks_an_unlisted_action_fails(hermes_services, model):
+    model.will_stream_text('{"action": "escalate", "reason": "unsure"}')
+    flow = structured_flow("hermes-bad-action", "smartAction", actions=["approve", "reject"], runtimeMaxRetries=0)
+    run, events = await run_to_end(hermes_services, flow)
+    assert run.status is RunStatus.FAILED
+    assert "'escalate', which is not one of approve, reject" in of_type(events, ev.VisitFailed)[0].error
