@@ -24,6 +24,17 @@ class FakeGatewayModel(FakeOpenAI):
         super().__init__()
         self.streamed: list[dict] = []
 
+    def reset(self) -> None:
+        """Forget programmed replies and recorded requests."""
+        self.requests.clear()
+        self.streamed.clear()
+        self._replies.clear()
+
+    def release_hangs(self) -> None:
+        """End every hanging reply now (the connection closes); later hangs hang again."""
+        self._release.set()
+        self._release = asyncio.Event()
+
     def will_run_command(self, command: str, call_id: str = "call_cmd") -> None:
         """Answer the next turn with a call of the gateway's `terminal` tool."""
         self.will_call_tools((call_id, "terminal", [json.dumps({"command": command})]))

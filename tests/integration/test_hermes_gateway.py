@@ -22,7 +22,7 @@ from engine.hermes.agent import RemoteAgent
 from engine.hermes.events import FINAL_TEXT
 from engine.hermes.probe import probe, probe_gateways
 from engine.settings import HermesGateway
-from tests.fakes.hermes import CuttingProxy, EndingGateway, FakeGatewayModel, IncompatibleGateway
+from tests.fakes.hermes import CuttingProxy, EndingGateway, IncompatibleGateway
 from tests.support.engine_runs import (
     chunks,
     edge,
@@ -37,45 +37,7 @@ from tests.support.engine_runs import (
     wait_until,
     workflow,
 )
-from tests.support.hermes_gateway import Gateway, free_port, running_gateway
-
-KEY_ENV = "FLOWTRAIL_TEST_HERMES_KEY"
-
-
-@pytest_asyncio.fixture(scope="module")
-async def gateway_model() -> AsyncIterator[FakeGatewayModel]:
-    """The fake model the gateway talks to, shared by the module's tests."""
-    server = FakeGatewayModel()
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.stop()
-
-
-@pytest_asyncio.fixture(scope="module")
-async def gateway(gateway_model: FakeGatewayModel, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Gateway]:
-    """One real gateway for the module, its HERMES_HOME a temporary directory."""
-    async with running_gateway(tmp_path_factory.mktemp("hermes-home"), gateway_model.base_url) as started:
-        yield started
-
-
-@pytest_asyncio.fixture
-async def model(gateway_model: FakeGatewayModel) -> AsyncIterator[FakeGatewayModel]:
-    """The gateway's model with no programmed replies and no recorded requests; hanging replies end after the test."""
-    gateway_model.requests.clear()
-    gateway_model.streamed.clear()
-    gateway_model._replies.clear()
-    yield gateway_model
-    gateway_model._release.set()
-    gateway_model._release = asyncio.Event()
-
-
-@pytest.fixture
-def keyed(gateway: Gateway, monkeypatch: pytest.MonkeyPatch) -> Gateway:
-    """The gateway, its key in KEY_ENV."""
-    monkeypatch.setenv(KEY_ENV, gateway.key)
-    return gateway
+from tests.support.hermes_gateway import KEY_ENV, Gateway, free_port
 
 
 def configured(gateway: Gateway, **options) -> HermesGateway:
@@ -83,19 +45,19 @@ def configured(gateway: Gateway, **options) -> HermesGateway:
     return HermesGateway(id="test", base_url=gateway.base_url, api_key_env=KEY_ENV, **options)
 
 
-async def test_a_reachable_gateway_with_the_right_key_is_ok(keyed):
-    assert (await probe(configured(keyed))).status == "ok"
+async def test_a_reachable_gateway_with_the_right_key_is_ok(keyed_gateway):
+    assert (await probe(configured(keyed_gateway))).status == "ok"
 
 
-async def test_a_wrong_key_is_unauthorized(gateway, monkeypatch):
+async def test_a_wrong_key_is_unauthorized(hermes_gateway, monkeypatch):
     monkeypatch.setenv(KEY_ENV, "not-the-gateway-key-at-all")
-    result = await probe(configured(gateway))
+    result = await probe(configured(hermes_gateway))
     assert result.status == "unauthorized" and "invalid_api_key" in result.detail
 
 
-async def test_a_key_variable_that_is_not_set_is_key_missing(gateway, monkeypatch):
+async def test_a_key_variable_that_is_not_set_is_key_missing(hermes_gateway, monkeypatch):
     monkeypatch.delenv(KEY_ENV, raising=False)
-    result = await probe(configured(gateway))
+    result = await probe(configured(hermes_gateway))
     assert result.status == "key_missing" and KEY_ENV in result.detail
 
 
@@ -105,9 +67,9 @@ async def test_a_gateway_that_is_down_is_unreachable(monkeypatch):
     assert (await probe(down)).status == "unreachable"
 
 
-async def test_no_gateway_configured_or_an_unknown_one_is_not_configured(keyed):
+async def test_no_gateway_configured_or_an_unknown_one_is_not_configured(keyed_gateway):
     assert [r.status for r in await probe_gateways([])] == ["not_configured"]
-    assert [(r.gateway, r.status) for r in await probe_gateways([configured(keyed)], "other")] == [
+    assert [(r.gateway, r.status) for r in await probe_gateways([configured(keyed_gateway)], "other")] == [
         ("other", "not_configured")]
 
 
@@ -133,23 +95,23 @@ async def check(*args: str, gateways: list[dict], env: dict[str, str]) -> tuple[
     return child.returncode or 0, output.decode()
 
 
-async def test_hermes_check_prints_each_gateway_and_fails_unless_all_are_ok(keyed):
-    good = {"id": "good", "base_url": keyed.base_url, "api_key_env": KEY_ENV}
-    keyless = {"id": "keyless", "base_url": keyed.base_url, "api_key_env": "FLOWTRAIL_TEST_HERMES_UNSET"}
-    code, output = await check(gateways=[good, keyless], env={KEY_ENV: keyed.key})
+async def test_hermes_check_prints_each_gateway_and_fails_unless_all_are_ok(keyed_gateway):
+    good = {"id": "good", "base_url": keyed_gateway.base_url, "api_key_env": KEY_ENV}
+    keyless = {"id": "keyless", "base_url": keyed_gateway.base_url, "api_key_env": "FLOWTRAIL_TEST_HERMES_UNSET"}
+    code, output = await check(gateways=[good, keyless], env={KEY_ENV: keyed_gateway.key})
     assert code == 1 and output.splitlines() == [
         "good: ok", "keyless: key_missing (the environment variable FLOWTRAIL_TEST_HERMES_UNSET is not set)"]
-    assert (await check("good", gateways=[good, keyless], env={KEY_ENV: keyed.key})) == (0, "good: ok\n")
-    assert keyed.key not in output
+    assert (await check("good", gateways=[good, keyless], env={KEY_ENV: keyed_gateway.key})) == (0, "good: ok\n")
+    assert keyed_gateway.key not in output
 
 
 @pytest_asyncio.fixture
-async def hermes_services(keyed: Gateway, store: str, tmp_path: Path, request) -> AsyncIterator[Services]:
+async def hermes_services(keyed_gateway: Gateway, store: str, tmp_path: Path, request) -> AsyncIterator[Services]:
     """Started services whose one gateway is the test gateway (options from the `hermes` marker)."""
     marker = request.node.get_closest_marker("hermes")
     options = marker.kwargs if marker else {}
     settings = engine_settings(store, tmp_path / "data", load_demos=False,
-                               hermes_gateways=(configured(keyed, **options),))
+                               hermes_gateways=(configured(keyed_gateway, **options),))
     async with running(settings) as services:
         yield services
 
@@ -176,29 +138,29 @@ def answer_text(events) -> str:
 
 
 @pytest.mark.store
-async def test_a_plain_answer_comes_through_the_gateway_and_every_delta_is_in_our_log(hermes_services, model):
-    model.will_stream_text("Hello ", "Ada", "!", reasoning=("Thinking about Ada.",))
+async def test_a_plain_answer_comes_through_the_gateway_and_every_delta_is_in_our_log(hermes_services, hermes_model):
+    hermes_model.will_stream_text("Hello ", "Ada", "!", reasoning=("Thinking about Ada.",))
     run, events = await run_to_end(hermes_services, remote_flow("hermes-plain", systemPrompt="You are terse."))
     assert run.status is RunStatus.SUCCEEDED, [c.content for c in chunks(events, "status")]
     assert of_type(events, ev.RunCompleted)[0].output["data"] == {"answer": "Hello Ada!"}
     assert answer_text(events) == "Hello Ada!"
     assert "".join(c.content for c in chunks(events, "thinking", "work")) == "Hello Ada!"
-    sent = model.streamed[0]["messages"]
+    sent = hermes_model.streamed[0]["messages"]
     assert sent[-1] == {"role": "user", "content": "Greet Ada"} or sent[-1]["content"] == "Greet Ada"
     assert "You are terse." in sent[0]["content"] and "flowtrail" in sent[0]["content"]
 
 
 @pytest.mark.store
-async def test_gateway_tool_calls_become_tool_call_and_tool_result_lines(hermes_services, model):
-    model.will_run_command("echo flowtrail-was-here")
-    model.will_stream_text("Done.")
+async def test_gateway_tool_calls_become_tool_call_and_tool_result_lines(hermes_services, hermes_model):
+    hermes_model.will_run_command("echo flowtrail-was-here")
+    hermes_model.will_stream_text("Done.")
     run, events = await run_to_end(hermes_services, remote_flow("hermes-tools"))
     assert run.status is RunStatus.SUCCEEDED, [c.content for c in chunks(events, "status")]
     calls = chunks(events, "tool_call", "work")
     results = chunks(events, "tool_result", "work")
     assert [c.tool_name for c in calls] == ["terminal"] and "echo flowtrail-was-here" in calls[0].content
     assert [c.tool_name for c in results] == ["terminal"] and json.loads(results[0].content)["error"] is False
-    assert "flowtrail-was-here" in json.dumps(model.streamed[1]["messages"][-1])
+    assert "flowtrail-was-here" in json.dumps(hermes_model.streamed[1]["messages"][-1])
 
 
 def gateway_runs(events) -> list[str]:
@@ -228,30 +190,30 @@ async def gateway_status_becomes(gateway: Gateway, run_id: str, *wanted: str, ti
 
 @pytest.mark.store
 @pytest.mark.hermes(idle_timeout_seconds=1.5)
-async def test_a_silent_gateway_fails_the_visit_with_idle_timeout_and_is_told_to_stop(hermes_services, model, keyed):
-    model.will_hang_after("Hel")
+async def test_a_silent_gateway_fails_the_visit_with_idle_timeout_and_is_told_to_stop(hermes_services, hermes_model, keyed_gateway):
+    hermes_model.will_hang_after("Hel")
     run, events = await run_to_end(hermes_services, remote_flow("hermes-idle"))
     failed = of_type(events, ev.VisitFailed)
     assert run.status is RunStatus.FAILED and "hermes idle_timeout" in failed[0].error
     (run_id,) = gateway_runs(events)
-    assert (await gateway_status(keyed, run_id))["status"] in ("stopping", "cancelled")
+    assert (await gateway_status(keyed_gateway, run_id))["status"] in ("stopping", "cancelled")
 
 
 @pytest.mark.store
-async def test_cancelling_the_run_stops_the_gateway_run_which_ends_cancelled(hermes_services, model, keyed):
-    model.will_hang_after("Thinking it over")
+async def test_cancelling_the_run_stops_the_gateway_run_which_ends_cancelled(hermes_services, hermes_model, keyed_gateway):
+    hermes_model.will_hang_after("Thinking it over")
     await hermes_services.catalogue.publish(remote_flow("hermes-cancel"))
     run_id = await start(hermes_services, "hermes-cancel", {"who": "Ada"})
     await wait_for_event(hermes_services, run_id, lambda e: isinstance(e, ev.NodeStreamed)
                          and e.content.startswith("hermes run run_"))
-    while not model.streamed:
+    while not hermes_model.streamed:
         await asyncio.sleep(0.05)
     await executor(hermes_services).cancel(run_id)
     run = await wait_until(hermes_services, run_id, timeout=30)
     (gateway_run,) = gateway_runs(await events_of(hermes_services, run_id))
     assert run.status is RunStatus.CANCELLED
-    model._release.set()
-    assert await gateway_status_becomes(keyed, gateway_run, "cancelled") == "cancelled"
+    hermes_model.release_hangs()
+    assert await gateway_status_becomes(keyed_gateway, gateway_run, "cancelled") == "cancelled"
 
 
 @contextlib.asynccontextmanager
@@ -263,9 +225,9 @@ async def services_on(store: str, data_dir: Path, gateway: HermesGateway) -> Asy
 
 @pytest.mark.store
 async def test_a_dropped_stream_is_followed_by_reading_the_run_never_by_submitting_it_again(
-        keyed, model, store, tmp_path):
-    model.will_stream_text("Hello ", "from ", "the ", "other ", "side.")
-    proxy = CuttingProxy(int(keyed.base_url.rsplit(":", 1)[1]))
+        keyed_gateway, hermes_model, store, tmp_path):
+    hermes_model.will_stream_text("Hello ", "from ", "the ", "other ", "side.")
+    proxy = CuttingProxy(int(keyed_gateway.base_url.rsplit(":", 1)[1]))
     await proxy.start()
     try:
         async with services_on(store, tmp_path / "data", HermesGateway(
@@ -305,27 +267,27 @@ def approvals(events) -> list[dict]:
 
 
 @pytest.mark.store
-async def test_a_denied_approval_request_keeps_the_command_from_running(hermes_services, model, tmp_path):
+async def test_a_denied_approval_request_keeps_the_command_from_running(hermes_services, hermes_model, tmp_path):
     victim = tmp_path / "victim"
     victim.mkdir()
-    model.will_run_command(f"rm -rf {victim}")
-    model.will_stream_text("I was not allowed to delete it.")
+    hermes_model.will_run_command(f"rm -rf {victim}")
+    hermes_model.will_stream_text("I was not allowed to delete it.")
     run, events = await run_to_end(hermes_services, remote_flow("hermes-deny"))
     statuses = [c.content for c in chunks(events, "status", "work")]
     assert run.status is RunStatus.SUCCEEDED, statuses
     assert victim.exists()
     assert [request["command"] for request in approvals(events)] == [f"rm -rf {victim}"]
     assert "hermes approval request answered 'deny' (auto_approve=False)" in statuses
-    assert "BLOCKED" in json.dumps(model.streamed[1]["messages"][-1])
+    assert "BLOCKED" in json.dumps(hermes_model.streamed[1]["messages"][-1])
 
 
 @pytest.mark.store
 @pytest.mark.hermes(auto_approve=True)
-async def test_an_auto_approved_request_lets_the_command_run(hermes_services, model, tmp_path):
+async def test_an_auto_approved_request_lets_the_command_run(hermes_services, hermes_model, tmp_path):
     victim = tmp_path / "victim"
     victim.mkdir()
-    model.will_run_command(f"rm -rf {victim}")
-    model.will_stream_text("Deleted.")
+    hermes_model.will_run_command(f"rm -rf {victim}")
+    hermes_model.will_stream_text("Deleted.")
     run, events = await run_to_end(hermes_services, remote_flow("hermes-approve"))
     statuses = [c.content for c in chunks(events, "status", "work")]
     assert run.status is RunStatus.SUCCEEDED, statuses
@@ -348,13 +310,13 @@ def system_text(body: dict) -> str:
 
 
 @pytest.mark.store
-async def test_a_revisited_node_resumes_its_gateway_session_sending_the_history_itself(hermes_services, model):
-    model.will_stream_text("Hello Ada!")
-    model.will_stream_text("Hello again, Ada!")
+async def test_a_revisited_node_resumes_its_gateway_session_sending_the_history_itself(hermes_services, hermes_model):
+    hermes_model.will_stream_text("Hello Ada!")
+    hermes_model.will_stream_text("Hello again, Ada!")
     run, events = await run_to_end(hermes_services, revisiting_flow("hermes-revisit"))
     statuses = [c.content for c in chunks(events, "status", "work")]
     assert run.status is RunStatus.SUCCEEDED, statuses
-    first, second = model.streamed
+    first, second = hermes_model.streamed
     assert "You are terse." in system_text(first) and "flowtrail" in system_text(first)
     assert "You are terse." not in system_text(second) and "flowtrail" in system_text(second)
     said = [(m["role"], m["content"]) for m in second["messages"] if m["role"] != "system"]
@@ -380,17 +342,17 @@ class RecordingSink:
         pass
 
 
-async def test_a_session_the_gateway_no_longer_has_starts_fresh_with_the_system_prompt_again(keyed, model):
+async def test_a_session_the_gateway_no_longer_has_starts_fresh_with_the_system_prompt_again(keyed_gateway, hermes_model):
     sink = RecordingSink()
     session = f"flowtrail-test-{uuid.uuid4().hex}"
-    agent = RemoteAgent(configured(keyed), keyed.key, sink, session_id=session, system_prompt="You are terse.")
-    model.will_stream_text("One.")
-    model.will_stream_text("Two.")
+    agent = RemoteAgent(configured(keyed_gateway), keyed_gateway.key, sink, session_id=session, system_prompt="You are terse.")
+    hermes_model.will_stream_text("One.")
+    hermes_model.will_stream_text("Two.")
     assert await agent.answer("First") == "One."
-    async with httpx.AsyncClient(base_url=keyed.base_url, headers={"Authorization": f"Bearer {keyed.key}"}) as client:
+    async with httpx.AsyncClient(base_url=keyed_gateway.base_url, headers={"Authorization": f"Bearer {keyed_gateway.key}"}) as client:
         assert (await client.delete(f"/api/sessions/{session}")).status_code == 200
     assert await agent.answer("Second") == "Two."
-    first, second = model.streamed
+    first, second = hermes_model.streamed
     assert "You are terse." in system_text(first) and "You are terse." in system_text(second)
     assert [m["content"] for m in second["messages"] if m["role"] == "user"] == ["Second"]
     fresh = [text for kind, text in sink.lines if kind == "status" and text.endswith("starting it fresh")]
@@ -409,52 +371,78 @@ def structured_flow(name: str, node_type: str = "agent", **data) -> dict:
 
 @pytest.mark.store
 async def test_a_final_text_that_is_not_json_is_reformatted_by_a_plain_model_without_running_hermes_again(
-        hermes_services, model):
-    model.will_stream_text("Hello Ada, nice to meet you.")
+        hermes_services, hermes_model):
+    hermes_model.will_stream_text("Hello Ada, nice to meet you.")
     flow = structured_flow("hermes-reformat", outputs=GREETING,
                            script={"reformat": [[{"text": '{"greeting": "Hello Ada"}'}]]})
     run, events = await run_to_end(hermes_services, flow)
     statuses = [c.content for c in chunks(events, "status", "work")]
     assert run.status is RunStatus.SUCCEEDED, statuses
     assert of_type(events, ev.VisitCompleted)[1].output["data"]["greeting"] == "Hello Ada"
-    assert len(model.streamed) == 1 and len(gateway_runs(events)) == 1
+    assert len(hermes_model.streamed) == 1 and len(gateway_runs(events)) == 1
     assert any(line.endswith("re-formatting (1/2)") for line in statuses)
-    prompt = model.streamed[0]["messages"][-1]["content"]
+    prompt = hermes_model.streamed[0]["messages"][-1]["content"]
     assert prompt.startswith("Greet Ada") and '"greeting"' in prompt
 
 
 @pytest.mark.store
 async def test_when_reformatting_fails_hermes_runs_again_in_the_same_session_told_what_was_wrong(
-        hermes_services, model):
-    model.will_stream_text("Hello Ada, nice to meet you.")
-    model.will_stream_text('{"greeting": "Hello Ada"}')
+        hermes_services, hermes_model):
+    hermes_model.will_stream_text("Hello Ada, nice to meet you.")
+    hermes_model.will_stream_text('{"greeting": "Hello Ada"}')
     flow = structured_flow("hermes-rerun", outputs=GREETING, formatMaxRetries=1,
                            script={"reformat": [[{"text": "still prose"}]]})
     run, events = await run_to_end(hermes_services, flow)
     statuses = [c.content for c in chunks(events, "status", "work")]
     assert run.status is RunStatus.SUCCEEDED, statuses
-    assert len(gateway_runs(events)) == 2 and len(model.streamed) == 2
-    said = [(m["role"], m["content"]) for m in model.streamed[1]["messages"] if m["role"] != "system"]
+    assert len(gateway_runs(events)) == 2 and len(hermes_model.streamed) == 2
+    said = [(m["role"], m["content"]) for m in hermes_model.streamed[1]["messages"] if m["role"] != "system"]
     assert said[-2] == ("assistant", "Hello Ada, nice to meet you.")
     assert said[-1][1].startswith("Your answer did not pass validation: answer is not JSON")
     assert any(line.endswith("re-running the node (1/1)") for line in statuses)
 
 
 @pytest.mark.store
-async def test_a_smart_action_on_hermes_chooses_one_of_the_listed_actions(hermes_services, model):
-    model.will_stream_text('{"action": "approve", "reason": "it is fine"}')
+async def test_a_smart_action_on_hermes_chooses_one_of_the_listed_actions(hermes_services, hermes_model):
+    hermes_model.will_stream_text('{"action": "approve", "reason": "it is fine"}')
     flow = structured_flow("hermes-action", "smartAction", actions=["approve", {"id": "reject", "description": "no"}])
     run, events = await run_to_end(hermes_services, flow)
     assert run.status is RunStatus.SUCCEEDED, [c.content for c in chunks(events, "status", "work")]
     data = of_type(events, ev.VisitCompleted)[1].output["data"]
     assert (data["action"], data["reason"]) == ("approve", "it is fine")
-    assert "- reject: no" in model.streamed[0]["messages"][-1]["content"]
+    assert "- reject: no" in hermes_model.streamed[0]["messages"][-1]["content"]
 
 
 @pytest.mark.store
-async def test_a_smart_action_on_hermes_that_picks_an_unlisted_action_fails(hermes_services, model):
-    model.will_stream_text('{"action": "escalate", "reason": "unsure"}')
+async def test_a_smart_action_on_hermes_that_picks_an_unlisted_action_fails(hermes_services, hermes_model):
+    hermes_model.will_stream_text('{"action": "escalate", "reason": "unsure"}')
     flow = structured_flow("hermes-bad-action", "smartAction", actions=["approve", "reject"], runtimeMaxRetries=0)
     run, events = await run_to_end(hermes_services, flow)
     assert run.status is RunStatus.FAILED
     assert "'escalate', which is not one of approve, reject" in of_type(events, ev.VisitFailed)[0].error
+
+
+@pytest.mark.store
+async def test_a_restart_during_a_hermes_visit_stops_its_gateway_run_and_runs_the_visit_again_visibly(
+        keyed_gateway, hermes_model, store, tmp_path):
+    hermes_model.will_hang_after("Hel")
+    settings = engine_settings(store, tmp_path / "data", load_demos=False, hermes_gateways=(configured(keyed_gateway),))
+    async with running(settings) as services:
+        await services.catalogue.publish(remote_flow("hermes-restart"))
+        run_id = await start(services, "hermes-restart", {"who": "Ada"})
+        await wait_for_event(services, run_id, lambda e: isinstance(e, ev.NodeStreamed)
+                             and e.content.startswith("hermes run run_"))
+        while not hermes_model.streamed:
+            await asyncio.sleep(0.05)
+        (interrupted,) = gateway_runs(await events_of(services, run_id))
+    assert (await gateway_status(keyed_gateway, interrupted))["status"] in ("stopping", "cancelled")
+    hermes_model.release_hangs()
+    hermes_model.will_stream_text("Hello after the restart.")
+    async with running(settings) as services:
+        run = await wait_until(services, run_id, timeout=60)
+        events = await events_of(services, run_id)
+    statuses = [c.content for c in chunks(events, "status", "work")]
+    assert run.status is RunStatus.SUCCEEDED, statuses
+    assert any("interrupted before it ended; running it again" in line for line in statuses)
+    assert gateway_runs(events)[0] == interrupted and len(gateway_runs(events)) == 2
+    assert of_type(events, ev.RunCompleted)[0].output["data"] == {"answer": "Hello after the restart."}

@@ -20,10 +20,15 @@ from pathlib import Path
 
 import httpx
 import pytest
+import pytest_asyncio
+
+from tests.fakes.hermes import FakeGatewayModel
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".venv-hermes"
 PACKAGES = ("hermes-agent==0.19.0", "aiohttp")
+KEY_ENV = "FLOWTRAIL_TEST_HERMES_KEY"
+"""The variable our test configuration names as the gateway's api_key_env."""
 GATEWAY_KEY = "hermes-test-key-7f3a9c2e5b1d"
 """The gateway's API_SERVER_KEY in tests (at least 16 characters, or the gateway refuses to start)."""
 
@@ -94,7 +99,7 @@ async def running_gateway(home: Path, model_url: str) -> AsyncIterator[Gateway]:
     env = {key: value for key, value in os.environ.items() if not key.startswith(("FLOWTRAIL_", "OPENAI_"))}
     env.update(HERMES_HOME=str(home), API_SERVER_ENABLED="true", API_SERVER_KEY=GATEWAY_KEY,
                API_SERVER_HOST="127.0.0.1", API_SERVER_PORT=str(port), TIRITH_ENABLED="false")
-    log = open(home / "gateway.log", "wb")  # noqa: SIM115 - closed after the process
+    log = open(home / "gateway.log", "wb")
     process = subprocess.Popen([str(python), "-m", "gateway.run"], cwd=home, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         base_url = f"http://127.0.0.1:{port}"
@@ -122,3 +127,36 @@ async def _wait_healthy(base_url: str, process: subprocess.Popen[bytes], home: P
                     return
             await asyncio.sleep(0.25)
     raise RuntimeError(f"the gateway never became healthy: {(home / 'gateway.log').read_text()[-2000:]}")
+
+
+@pytest_asyncio.fixture(scope="session")
+async def gateway_model() -> AsyncIterator[FakeGatewayModel]:
+    """The fake model the gateway talks to, shared by the suite."""
+    server = FakeGatewayModel()
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+@pytest_asyncio.fixture(scope="session")
+async def hermes_gateway(gateway_model: FakeGatewayModel, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Gateway]:
+    """One real gateway for the suite, its HERMES_HOME a temporary directory."""
+    async with running_gateway(tmp_path_factory.mktemp("hermes-home"), gateway_model.base_url) as started:
+        yield started
+
+
+@pytest_asyncio.fixture
+async def hermes_model(gateway_model: FakeGatewayModel) -> AsyncIterator[FakeGatewayModel]:
+    """The gateway's model with no programmed replies and no recorded requests; hanging replies end after the test."""
+    gateway_model.reset()
+    yield gateway_model
+    gateway_model.release_hangs()
+
+
+@pytest.fixture
+def keyed_gateway(hermes_gateway: Gateway, monkeypatch: pytest.MonkeyPatch) -> Gateway:
+    """The gateway, its key in KEY_ENV."""
+    monkeypatch.setenv(KEY_ENV, hermes_gateway.key)
+    return hermes_gateway
