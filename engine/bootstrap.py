@@ -16,6 +16,7 @@ from engine.context.tokens import ContextTokens
 from engine.context.views import ContextReader
 from engine.execution import Engine, RunExecutor
 from engine.execution.models import build_registry
+from engine.hermes import DEMO_DIR as HERMES_DEMO_DIR
 from engine.runs.service import RunService
 from engine.settings import Settings
 from engine.store import AsyncEventStore, EventStore, parse_database_url
@@ -51,6 +52,8 @@ class Services:
         await self.catalogue.load()
         if self.settings.load_demos:
             await self.catalogue.publish_directory(DEMO_DIR)
+            if self.settings.engine.hermes_gateways:
+                await self.catalogue.publish_directory(HERMES_DEMO_DIR)
         if self.settings.workflows_dir is not None:
             await self.catalogue.publish_directory(self.settings.workflows_dir)
         if self.tail is not None:

@@ -16,6 +16,9 @@ from tests.support.hermes_gateway import KEY_ENV
 from tests.support.server import RunningServer, server_settings
 from tests.support.sse import read_stream
 
+pytestmark = pytest.mark.timeout(600)
+"""The first test to need the gateway may install it (a minute or two) and start it."""
+
 
 @pytest.fixture
 async def hermes_server(keyed_gateway, store, tmp_path):
@@ -46,7 +49,7 @@ async def test_the_gateway_key_appears_in_no_setting_log_event_stream_or_answer(
         seen.append((await client.post(links["start"])).text)
         got = await read_stream(client, links["stream"])
         run_id = created["runId"]
-        await wait_until(hermes_server.services, UUID(run_id), timeout=60)
+        await wait_until(hermes_server.services, UUID(run_id), timeout=120)
         for path in (links["result"], f"/api/v1/runs/{run_id}/state", f"/api/v1/runs/{run_id}/nodes/work/logs",
                      f"/api/v1/runs/{run_id}/audit", "/healthz", "/api/v1/workflows", "/schema/openapi.json"):
             seen.append((await client.get(path)).text)

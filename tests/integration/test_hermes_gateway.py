@@ -105,6 +105,10 @@ async def test_hermes_check_prints_each_gateway_and_fails_unless_all_are_ok(keye
     assert keyed_gateway.key not in output
 
 
+pytestmark = pytest.mark.timeout(600)
+"""The first test to need the gateway may install it (a minute or two) and start it."""
+
+
 @pytest_asyncio.fixture
 async def hermes_services(keyed_gateway: Gateway, store: str, tmp_path: Path, request) -> AsyncIterator[Services]:
     """Started services whose one gateway is the test gateway (options from the `hermes` marker)."""
@@ -123,7 +127,7 @@ def remote_flow(name: str, mode: str = "DAG", **data) -> dict:
     return workflow(name, [node("input", "userInput"), work, out], [edge("input", "work"), edge("work", "out")], mode)
 
 
-async def run_to_end(services: Services, flow: dict, variables: dict | None = None, timeout: float = 60.0):
+async def run_to_end(services: Services, flow: dict, variables: dict | None = None, timeout: float = 120.0):
     """Publish the flow, run it to its end; the run and its events."""
     await services.catalogue.publish(flow)
     run_id = await start(services, flow["name"], variables or {"who": "Ada"})
@@ -205,11 +209,11 @@ async def test_cancelling_the_run_stops_the_gateway_run_which_ends_cancelled(her
     await hermes_services.catalogue.publish(remote_flow("hermes-cancel"))
     run_id = await start(hermes_services, "hermes-cancel", {"who": "Ada"})
     await wait_for_event(hermes_services, run_id, lambda e: isinstance(e, ev.NodeStreamed)
-                         and e.content.startswith("hermes run run_"))
+                         and e.content.startswith("hermes run run_"), timeout=60)
     while not hermes_model.streamed:
         await asyncio.sleep(0.05)
     await executor(hermes_services).cancel(run_id)
-    run = await wait_until(hermes_services, run_id, timeout=30)
+    run = await wait_until(hermes_services, run_id, timeout=120)
     (gateway_run,) = gateway_runs(await events_of(hermes_services, run_id))
     assert run.status is RunStatus.CANCELLED
     hermes_model.release_hangs()
@@ -431,7 +435,7 @@ async def test_a_restart_during_a_hermes_visit_stops_its_gateway_run_and_runs_th
         await services.catalogue.publish(remote_flow("hermes-restart"))
         run_id = await start(services, "hermes-restart", {"who": "Ada"})
         await wait_for_event(services, run_id, lambda e: isinstance(e, ev.NodeStreamed)
-                             and e.content.startswith("hermes run run_"))
+                             and e.content.startswith("hermes run run_"), timeout=60)
         while not hermes_model.streamed:
             await asyncio.sleep(0.05)
         (interrupted,) = gateway_runs(await events_of(services, run_id))
@@ -439,10 +443,26 @@ async def test_a_restart_during_a_hermes_visit_stops_its_gateway_run_and_runs_th
     hermes_model.release_hangs()
     hermes_model.will_stream_text("Hello after the restart.")
     async with running(settings) as services:
-        run = await wait_until(services, run_id, timeout=60)
+        run = await wait_until(services, run_id, timeout=120)
         events = await events_of(services, run_id)
     statuses = [c.content for c in chunks(events, "status", "work")]
     assert run.status is RunStatus.SUCCEEDED, statuses
     assert any("interrupted before it ended; running it again" in line for line in statuses)
     assert gateway_runs(events)[0] == interrupted and len(gateway_runs(events)) == 2
     assert of_type(events, ev.RunCompleted)[0].output["data"] == {"answer": "Hello after the restart."}
+
+
+async def test_the_hermes_demo_is_published_only_when_a_gateway_is_configured(keyed_gateway, hermes_model, tmp_path):
+    async with running(engine_settings(f"sqlite:///{tmp_path / 'plain.db'}", tmp_path / "plain")) as services:
+        assert "demo-hermes" not in {entry.name for entry in services.catalogue.all()}
+    settings = engine_settings(f"sqlite:///{tmp_path / 'flowtrail.db'}", tmp_path / "data",
+                               hermes_gateways=(configured(keyed_gateway),))
+    hermes_model.will_stream_text("Tides follow the moon (source: NOAA).")
+    hermes_model.will_stream_text('{"action": "publish", "reason": "it answers the topic"}')
+    async with running(settings) as services:
+        run_id = await start(services, "demo-hermes", {"topic": "tides"})
+        run = await wait_until(services, run_id, timeout=120)
+        events = await events_of(services, run_id)
+    assert run.status is RunStatus.SUCCEEDED, [c.content for c in chunks(events, "status")]
+    assert of_type(events, ev.RunCompleted)[0].output["data"] == {
+        "notes": "Tides follow the moon (source: NOAA).", "verdict": "publish", "reason": "it answers the topic"}

@@ -86,7 +86,8 @@ class Gateway:
 
 
 def _config(model_url: str) -> str:
-    return f"model:\n  provider: custom\n  base_url: {model_url}\n  default: fake-model\n"
+    return (f"model:\n  provider: custom\n  base_url: {model_url}\n  default: fake-model\n"
+            "  context_length: 65536\n")
 
 
 @contextlib.asynccontextmanager
@@ -129,6 +130,16 @@ async def _wait_healthy(base_url: str, process: subprocess.Popen[bytes], home: P
     raise RuntimeError(f"the gateway never became healthy: {(home / 'gateway.log').read_text()[-2000:]}")
 
 
+async def warm_up(gateway: Gateway) -> None:
+    """One throwaway run: the gateway's first run loads much of the agent, which later runs then find ready."""
+    headers = {"Authorization": f"Bearer {gateway.key}"}
+    async with httpx.AsyncClient(base_url=gateway.base_url, headers=headers, timeout=180.0) as client:
+        run_id = (await client.post("/v1/runs", json={"input": "warm up"})).json()["run_id"]
+        async with client.stream("GET", f"/v1/runs/{run_id}/events") as events:
+            async for _ in events.aiter_lines():
+                pass
+
+
 @pytest_asyncio.fixture(scope="session")
 async def gateway_model() -> AsyncIterator[FakeGatewayModel]:
     """The fake model the gateway talks to, shared by the suite."""
@@ -144,6 +155,8 @@ async def gateway_model() -> AsyncIterator[FakeGatewayModel]:
 async def hermes_gateway(gateway_model: FakeGatewayModel, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Gateway]:
     """One real gateway for the suite, its HERMES_HOME a temporary directory."""
     async with running_gateway(tmp_path_factory.mktemp("hermes-home"), gateway_model.base_url) as started:
+        await warm_up(started)
+        gateway_model.reset()
         yield started
 
 
