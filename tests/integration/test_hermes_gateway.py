@@ -466,3 +466,21 @@ async def test_the_hermes_demo_is_published_only_when_a_gateway_is_configured(ke
     assert run.status is RunStatus.SUCCEEDED, [c.content for c in chunks(events, "status")]
     assert of_type(events, ev.RunCompleted)[0].output["data"] == {
         "notes": "Tides follow the moon (source: NOAA).", "verdict": "publish", "reason": "it answers the topic"}
+
+
+@pytest.mark.store
+async def test_a_gateway_whose_model_is_down_fails_the_visit_with_run_failed(hermes_services, hermes_model):
+    hermes_model.will_fail(401, "the model's key was revoked", "invalid_request_error")
+    run, events = await run_to_end(hermes_services, remote_flow("hermes-llm-down"))
+    assert run.status is RunStatus.FAILED
+    assert of_type(events, ev.VisitFailed)[0].error.startswith("hermes run_failed: ")
+
+
+async def test_a_node_on_a_gateway_with_the_wrong_key_fails_before_submitting_anything(
+        hermes_gateway, hermes_model, tmp_path, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, "not-the-gateway-key-at-all")
+    async with services_on(f"sqlite:///{tmp_path / 'flowtrail.db'}", tmp_path / "data",
+                           configured(hermes_gateway)) as services:
+        run, events = await run_to_end(services, remote_flow("hermes-wrong-key"))
+    assert run.status is RunStatus.FAILED and hermes_model.streamed == []
+    assert of_type(events, ev.VisitFailed)[0].error.startswith("hermes gateway 'test' is unauthorized: ")
