@@ -9,7 +9,7 @@ these rules keeps running).
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -110,6 +110,10 @@ class ModelData(NodeData, frozen=True):
     """The scripted model's turns (model_id `scripted`)."""
     scripts: list[Any] | None = None
     """One script per visit (the last repeats)."""
+    backend: Literal["hermes_remote"] | None = None
+    """agent and smartAction nodes: `hermes_remote` runs the visit on a Hermes gateway (docs/hermes.md)."""
+    gateway: str | None = None
+    """The gateway id of FLOWTRAIL_HERMES_GATEWAYS (none: the only one configured)."""
 
 
 class SmartActionData(ModelData, frozen=True):

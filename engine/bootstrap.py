@@ -16,6 +16,7 @@ from engine.context.tokens import ContextTokens
 from engine.context.views import ContextReader
 from engine.execution import Engine, RunExecutor
 from engine.execution.models import build_registry
+from engine.hermes import DEMO_DIR as HERMES_DEMO_DIR
 from engine.readmodel import ReadModel
 from engine.runs.service import RunService
 from engine.settings import Settings
@@ -53,6 +54,8 @@ class Services:
         await asyncio.to_thread(self.read_model.start)
         await self.catalogue.load()
         directories = [DEMO_DIR] if self.settings.load_demos else []
+        if self.settings.load_demos and self.settings.engine.hermes_gateways:
+            directories.append(HERMES_DEMO_DIR)
         if self.settings.workflows_dir is not None:
             directories.append(self.settings.workflows_dir)
         await self.catalogue.publish_directories(directories)

@@ -15,6 +15,7 @@ import difflib
 import hashlib
 import ipaddress
 import os
+import re
 import types
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -67,6 +68,55 @@ class ApiKey(msgspec.Struct, frozen=True, rename="camel", forbid_unknown_fields=
     def key_id(self) -> str:
         """A stable, non-secret name for this key (stored with runs it creates)."""
         return self.id or "key-" + hashlib.sha256(self.key.encode()).hexdigest()[:12]
+
+
+_GATEWAY_PATH = re.compile(r"(/p/[A-Za-z0-9_.-]+)?/?")
+
+
+class HermesGateway(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One remote Hermes Agent gateway; its bearer key is read from the variable `api_key_env`, never given inline."""
+
+    id: str
+    base_url: str
+    api_key_env: str = "FLOWTRAIL_HERMES_API_KEY"
+    profile: str = ""
+    """An informative deployment label; not a credential and not used in URLs."""
+    model: str = ""
+    effort: str = ""
+    system_prompt: str = ""
+    auto_approve: bool = False
+    idle_timeout_seconds: float = 600.0
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            raise ValueError("a gateway needs a non-empty id")
+        parts = urlsplit(self.base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"gateway {self.id!r}: base_url must be an http(s) URL with a host")
+        if parts.username is not None or parts.password is not None or parts.query or parts.fragment:
+            raise ValueError(f"gateway {self.id!r}: base_url must carry no credentials, query or fragment")
+        if not _GATEWAY_PATH.fullmatch(parts.path):
+            raise ValueError(f"gateway {self.id!r}: base_url may only have the path /p/<profile>")
+        if not self.api_key_env:
+            raise ValueError(f"gateway {self.id!r}: api_key_env must name an environment variable")
+        if self.idle_timeout_seconds <= 0:
+            raise ValueError(f"gateway {self.id!r}: idle_timeout_seconds must be positive")
+
+
+def parse_hermes_gateways(raw: str | None) -> tuple[HermesGateway, ...]:
+    """The gateways in FLOWTRAIL_HERMES_GATEWAYS (a JSON list); anything else is a SettingsError saying what is wrong."""
+    if not raw or not raw.strip():
+        return ()
+    gateways = decode_json_list("FLOWTRAIL_HERMES_GATEWAYS", raw, HermesGateway)
+    _check_gateways(gateways)
+    return gateways
+
+
+def _check_gateways(gateways: tuple[HermesGateway, ...]) -> None:
+    ids = [gateway.id for gateway in gateways]
+    shared = sorted({i for i in ids if ids.count(i) > 1})
+    if shared:
+        raise SettingsError("FLOWTRAIL_HERMES_GATEWAYS", f"two gateways share the id {shared[0]!r}", "distinct gateway ids")
 
 
 DEMO_KEY = ApiKey(key="demo-key", id="demo", sees_all_runs=True)
@@ -174,6 +224,12 @@ class EngineSettings:
         "FLOWTRAIL_MODEL_CALL_TIMEOUT_SECONDS", "one model call (one attempt) taking longer than this is cut and counts "
         "as a timeout", gt=0,
     )] = 300.0
+    hermes_gateways: Annotated[tuple[HermesGateway, ...], setting(
+        "FLOWTRAIL_HERMES_GATEWAYS", "JSON list of remote Hermes Agent gateways `{\"id\", \"base_url\", \"api_key_env\", "
+        "\"profile\", \"model\", \"effort\", \"system_prompt\", \"auto_approve\", \"idle_timeout_seconds\"}` that agent "
+        "and smartAction nodes may run on (docs/hermes.md); the key is read from the variable `api_key_env` names",
+        accepts="a JSON list of objects",
+    )] = ()
 
 
 @dataclass(frozen=True)
@@ -301,7 +357,9 @@ class Settings:
         _check_database_url(settings.store.database_url)
         _check_workflows_dir(settings.workflows_dir)
         models = _check_models(settings.engine)
-        _refuse_unknown_variables(env, allowed={m.api_key_env for m in models if m.api_key_env})
+        _check_gateways(settings.engine.hermes_gateways)
+        key_variables = {m.api_key_env for m in models} | {g.api_key_env for g in settings.engine.hermes_gateways}
+        _refuse_unknown_variables(env, allowed={name for name in key_variables if name})
         return settings
 
 

@@ -1,4 +1,4 @@
-"""The `flowtrail` command: serve, demo, audit, export, runs, config, rebuild-read-model, validate."""
+"""The `flowtrail` command: serve, demo, audit, export, runs, config, rebuild-read-model, validate, hermes."""
 
 from __future__ import annotations
 
@@ -79,6 +79,11 @@ def run_command(argv: Sequence[str] | None = None) -> int:
     validate.add_argument("files", nargs="*", metavar="FILE", help="workflow definitions (*.json)")
     validate.add_argument("--print-schema", action="store_true", help="print the JSON Schema of workflow definitions")
 
+    hermes = commands.add_parser("hermes", help="remote Hermes Agent gateways")
+    hermes_commands = hermes.add_subparsers(dest="hermes_command", required=True)
+    hermes_check = hermes_commands.add_parser("check", help="probe each configured gateway (exit 1 unless all are ok)")
+    hermes_check.add_argument("gateway", nargs="?", default=None, help="only this gateway id")
+
     args = parser.parse_args(argv)
     if args.command == "serve":
         from scripts.serve import serve
@@ -114,6 +119,10 @@ def run_command(argv: Sequence[str] | None = None) -> int:
         if not args.files:
             validate.error("give at least one FILE (or --print-schema)")
         return validate_files(args.files)
+    if args.command == "hermes":
+        from scripts.hermes import check_gateways
+
+        return check_gateways(args.gateway)
     parser.error(f"unknown command {args.command}")
     return 2
 

@@ -1,4 +1,4 @@
-"""Fixtures every area of the suite shares: the event store, and the fake OpenAI server's plugin.
+"""Fixtures every area of the suite shares: the event store, the fake OpenAI server and the Hermes gateway plugins.
 
 The areas: `unit/` (pure, no store, no network, no service threads), `integration/` (real
 stores and services built in-process, no HTTP server), `e2e/` (a real server over HTTP).
@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.stores import drop_schema, store_url
 
-pytest_plugins = ["tests.fakes.openai_server"]
+pytest_plugins = ["tests.fakes.openai_server", "tests.support.hermes_gateway"]
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -24,6 +24,7 @@ from domain.templates import as_text, render_value
 from domain.workflow import WorkflowInput
 from engine.execution.agent_loop import Conversation, ToolBelt, opening_messages
 from engine.execution.errors import VisitFailure
+from engine.execution.remote import is_remote, remote_conversation
 from engine.execution.structured import structured_data
 from engine.execution.visit import VisitContext
 from engine.workspace.directory import UnsafePath
@@ -87,6 +88,14 @@ def _turn_limit(ctx: VisitContext) -> int:
     return min(asked, cap) if isinstance(asked, int) and not isinstance(asked, bool) and asked > 0 else cap
 
 
+def _conversation(ctx: VisitContext, prompt: str, system: str | None, *, steps: bool) -> Conversation:
+    tools = ctx.data.get("tools") or []
+    if not isinstance(tools, list) or not all(isinstance(name, str) for name in tools):
+        raise VisitFailure("data.tools must be a list of tool names")
+    belt = ToolBelt(ctx, tools, toolbox=ctx.toolbox, ask_user=bool(ctx.data.get("askUser")))
+    return Conversation(ctx, opening_messages(prompt, system, ctx.answers), belt, max_turns=_turn_limit(ctx), steps=steps)
+
+
 async def _model_data(ctx: VisitContext, fields: list[OutputField], *, steps: bool, extra: str = "") -> dict[str, Any]:
     """Run the node's conversation; the answer as validated data (declared outputs) or `{"text": ...}`."""
     prompt = render_text(ctx.data.get("prompt", ""), ctx.scope, "prompt")
@@ -94,16 +103,13 @@ async def _model_data(ctx: VisitContext, fields: list[OutputField], *, steps: bo
     system_text = render_text(system, ctx.scope, "systemPrompt") if system else None
     instruction = build_instruction(fields)
     full_prompt = "\n\n".join(part for part in (prompt, extra, instruction) if part)
-    tools = ctx.data.get("tools") or []
-    if not isinstance(tools, list) or not all(isinstance(name, str) for name in tools):
-        raise VisitFailure("data.tools must be a list of tool names")
-    belt = ToolBelt(ctx, tools, toolbox=ctx.toolbox, ask_user=bool(ctx.data.get("askUser")))
-    conversation = Conversation(ctx, opening_messages(full_prompt, system_text, ctx.answers), belt,
-                                max_turns=_turn_limit(ctx), steps=steps)
+    remote = is_remote(ctx.data)
+    conversation = remote_conversation(ctx, full_prompt, system_text) if remote else _conversation(
+        ctx, full_prompt, system_text, steps=steps)
     text = await conversation.answer()
     if fields:
         try:
-            policy = retry_policy_for(ctx.node.type, ctx.data)
+            policy = retry_policy_for("agent" if remote else ctx.node.type, ctx.data)
         except ValueError as error:
             raise VisitFailure(str(error)) from None
         data = await structured_data(ctx, text, fields, policy, conversation.retry)

@@ -1,0 +1,76 @@
+"""agent / smartAction visits on a remote Hermes gateway (node data `"backend": "hermes_remote"`).
+
+The gateway runs its own tools, so a remote node offers none of ours (no built-ins, no context
+tools, no `ask_user`); its prompt templates reference predecessor outputs instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.execution.errors import VisitFailure
+from engine.execution.visit import VisitContext
+from engine.hermes.agent import HermesFailure, RemoteAgent, session_id_for
+from engine.hermes.client import gateway_key
+from engine.hermes.probe import probe, select_gateway
+
+REMOTE_BACKEND = "hermes_remote"
+REMOTE_NODE_TYPES = frozenset({"agent", "smartAction"})
+
+
+def is_remote(data: dict[str, Any]) -> bool:
+    """True when the node runs on a Hermes gateway; an unknown backend fails the visit."""
+    backend = data.get("backend")
+    if backend in (None, "", "local"):
+        return False
+    if backend != REMOTE_BACKEND:
+        raise VisitFailure(f"unknown backend {backend!r} (known: local, {REMOTE_BACKEND})")
+    return True
+
+
+class RemoteConversation:
+    """A remote node's exchange: the first answer, then outer re-runs in the same gateway session."""
+
+    def __init__(self, ctx: VisitContext, agent: RemoteAgent, prompt: str) -> None:
+        self.ctx = ctx
+        self.agent = agent
+        self.prompt = prompt
+
+    async def answer(self) -> str:
+        """Check the gateway is usable, then run the prompt."""
+        result = await probe(self.agent.gateway, transport=self.agent.transport)
+        if not result.ok:
+            raise VisitFailure(f"hermes gateway {result.gateway!r} is {result.status}: {result.detail}")
+        return await self._ask(self.prompt)
+
+    async def retry(self, problem: str, instruction: str) -> str:
+        """Re-run Hermes in the same session after its answer failed validation."""
+        return await self._ask(
+            f"Your answer did not pass validation: {problem}. Answer again with only the JSON object.\n\n{instruction}"
+        )
+
+    async def _ask(self, prompt: str) -> str:
+        try:
+            return await self.agent.answer(prompt)
+        except HermesFailure as error:
+            raise VisitFailure(str(error)) from None
+
+
+def remote_conversation(ctx: VisitContext, prompt: str, system: str | None) -> RemoteConversation:
+    """The conversation of a remote visit, on the gateway the node names (the only one when it names none)."""
+    if ctx.node.type not in REMOTE_NODE_TYPES:
+        raise VisitFailure(f"backend {REMOTE_BACKEND!r} runs agent and smartAction nodes, not {ctx.node.type}")
+    if ctx.data.get("tools") or ctx.data.get("askUser"):
+        raise VisitFailure("a hermes_remote node offers no flowtrail tools (the gateway runs its own): drop data.tools/askUser")
+    gateways = ctx.settings.hermes_gateways
+    wanted = ctx.data.get("gateway")
+    gateway = select_gateway(gateways, wanted if isinstance(wanted, str) else None)
+    if gateway is None:
+        named = f"gateway {wanted!r}" if wanted else "a gateway (name one in data.gateway)"
+        raise VisitFailure(f"hermes not_configured: {named} is not in FLOWTRAIL_HERMES_GATEWAYS")
+    key = gateway_key(gateway)
+    if key is None:
+        raise VisitFailure(f"hermes gateway {gateway.id!r} is key_missing: {gateway.api_key_env} is not set")
+    system_prompt = "\n\n".join(part for part in (gateway.system_prompt, system or "") if part)
+    agent = RemoteAgent(gateway, key, ctx, session_id=session_id_for(ctx.run_id, ctx.node.id), system_prompt=system_prompt)
+    return RemoteConversation(ctx, agent, prompt)

@@ -1,0 +1,486 @@
+"""agent and smartAction nodes on the real Hermes Agent gateway (hermes-agent 0.19.0), its model a fake of ours."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+import pytest_asyncio
+
+from domain import events as ev
+from domain.run import RunStatus
+from engine.bootstrap import Services
+from engine.hermes.agent import RemoteAgent
+from engine.hermes.events import FINAL_TEXT
+from engine.hermes.probe import probe, probe_gateways
+from engine.settings import HermesGateway
+from tests.fakes.hermes import CuttingProxy, EndingGateway, IncompatibleGateway
+from tests.support.engine_runs import (
+    chunks,
+    edge,
+    engine_settings,
+    events_of,
+    executor,
+    node,
+    of_type,
+    running,
+    start,
+    wait_for_event,
+    wait_until,
+    workflow,
+)
+from tests.support.hermes_gateway import KEY_ENV, Gateway, free_port
+
+
+def configured(gateway: Gateway, **options) -> HermesGateway:
+    """Our configuration of the test gateway."""
+    return HermesGateway(id="test", base_url=gateway.base_url, api_key_env=KEY_ENV, **options)
+
+
+async def test_a_reachable_gateway_with_the_right_key_is_ok(keyed_gateway):
+    assert (await probe(configured(keyed_gateway))).status == "ok"
+
+
+async def test_a_wrong_key_is_unauthorized(hermes_gateway, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, "not-the-gateway-key-at-all")
+    result = await probe(configured(hermes_gateway))
+    assert result.status == "unauthorized" and "invalid_api_key" in result.detail
+
+
+async def test_a_key_variable_that_is_not_set_is_key_missing(hermes_gateway, monkeypatch):
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    result = await probe(configured(hermes_gateway))
+    assert result.status == "key_missing" and KEY_ENV in result.detail
+
+
+async def test_a_gateway_that_is_down_is_unreachable(monkeypatch):
+    monkeypatch.setenv(KEY_ENV, "whatever-key-0123456789")
+    down = HermesGateway(id="down", base_url=f"http://127.0.0.1:{free_port()}", api_key_env=KEY_ENV)
+    assert (await probe(down)).status == "unreachable"
+
+
+async def test_no_gateway_configured_or_an_unknown_one_is_not_configured(keyed_gateway):
+    assert [r.status for r in await probe_gateways([])] == ["not_configured"]
+    assert [(r.gateway, r.status) for r in await probe_gateways([configured(keyed_gateway)], "other")] == [
+        ("other", "not_configured")]
+
+
+async def test_a_gateway_that_lacks_a_required_feature_is_incompatible_naming_it(monkeypatch):
+    monkeypatch.setenv(KEY_ENV, "whatever-key-0123456789")
+    fake = IncompatibleGateway()
+    await fake.start()
+    try:
+        result = await probe(HermesGateway(id="old", base_url=f"http://127.0.0.1:{fake.port}", api_key_env=KEY_ENV))
+    finally:
+        await fake.stop()
+    assert (result.status, result.detail) == ("incompatible", "missing: run_stop")
+
+
+async def check(*args: str, gateways: list[dict], env: dict[str, str]) -> tuple[int, str]:
+    """`flowtrail hermes check ARGS` in a child process; its exit code and output."""
+    environment = {**os.environ, **env, "FLOWTRAIL_HERMES_GATEWAYS": json.dumps(gateways)}
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "scripts.cli", "hermes", "check", *args, env=environment,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )
+    output, _ = await child.communicate()
+    return child.returncode or 0, output.decode()
+
+
+async def test_hermes_check_prints_each_gateway_and_fails_unless_all_are_ok(keyed_gateway):
+    good = {"id": "good", "base_url": keyed_gateway.base_url, "api_key_env": KEY_ENV}
+    keyless = {"id": "keyless", "base_url": keyed_gateway.base_url, "api_key_env": "FLOWTRAIL_TEST_HERMES_UNSET"}
+    code, output = await check(gateways=[good, keyless], env={KEY_ENV: keyed_gateway.key})
+    assert code == 1 and output.splitlines() == [
+        "good: ok", "keyless: key_missing (the environment variable FLOWTRAIL_TEST_HERMES_UNSET is not set)"]
+    assert (await check("good", gateways=[good, keyless], env={KEY_ENV: keyed_gateway.key})) == (0, "good: ok\n")
+    assert keyed_gateway.key not in output
+
+
+pytestmark = pytest.mark.timeout(600)
+"""The first test to need the gateway may install it (a minute or two) and start it."""
+
+
+@pytest_asyncio.fixture
+async def hermes_services(keyed_gateway: Gateway, store: str, tmp_path: Path, request) -> AsyncIterator[Services]:
+    """Started services whose one gateway is the test gateway (options from the `hermes` marker)."""
+    marker = request.node.get_closest_marker("hermes")
+    options = marker.kwargs if marker else {}
+    settings = engine_settings(store, tmp_path / "data", load_demos=False,
+                               hermes_gateways=(configured(keyed_gateway, **options),))
+    async with running(settings) as services:
+        yield services
+
+
+def remote_flow(name: str, mode: str = "DAG", **data) -> dict:
+    """userInput -> a remote agent `work` -> output `answer` (= work.text)."""
+    work = node("work", "agent", backend="hermes_remote", prompt="Greet {{who}}", **data)
+    out = node("out", "output", outputs=[{"name": "answer", "value": "{{work.text}}"}])
+    return workflow(name, [node("input", "userInput"), work, out], [edge("input", "work"), edge("work", "out")], mode)
+
+
+async def run_to_end(services: Services, flow: dict, variables: dict | None = None, timeout: float = 120.0):
+    """Publish the flow, run it to its end; the run and its events."""
+    await services.catalogue.publish(flow)
+    run_id = await start(services, flow["name"], variables or {"who": "Ada"})
+    run = await wait_until(services, run_id, timeout=timeout)
+    return run, await events_of(services, run_id)
+
+
+def answer_text(events) -> str:
+    """The answer's text as our log copied it, delta by delta."""
+    return "".join(json.loads(c.content)["preview"] for c in chunks(events, "tool_progress", "work")
+                   if c.tool_name == FINAL_TEXT)
+
+
+@pytest.mark.store
+async def test_a_plain_answer_comes_through_the_gateway_and_every_delta_is_in_our_log(hermes_services, hermes_model):
+    hermes_model.will_stream_text("Hello ", "Ada", "!", reasoning=("Thinking about Ada.",))
+    run, events = await run_to_end(hermes_services, remote_flow("hermes-plain", systemPrompt="You are terse."))
+    assert run.status is RunStatus.SUCCEEDED, [c.content for c in chunks(events, "status")]
+    assert of_type(events, ev.RunCompleted)[0].output["data"] == {"answer": "Hello Ada!"}
+    assert answer_text(events) == "Hello Ada!"
+    assert "".join(c.content for c in chunks(events, "thinking", "work")) == "Hello Ada!"
+    sent = hermes_model.streamed[0]["messages"]
+    assert sent[-1] == {"role": "user", "content": "Greet Ada"} or sent[-1]["content"] == "Greet Ada"
+    assert "You are terse." in sent[0]["content"] and "flowtrail" in sent[0]["content"]
+
+
+@pytest.mark.store
+async def test_gateway_tool_calls_become_tool_call_and_tool_result_lines(hermes_services, hermes_model):
+    hermes_model.will_run_command("echo flowtrail-was-here")
+    hermes_model.will_stream_text("Done.")
+    run, events = await run_to_end(hermes_services, remote_flow("hermes-tools"))
+    assert run.status is RunStatus.SUCCEEDED, [c.content for c in chunks(events, "status")]
+    calls = chunks(events, "tool_call", "work")
+    results = chunks(events, "tool_result", "work")
+    assert [c.tool_name for c in calls] == ["terminal"] and "echo flowtrail-was-here" in calls[0].content
+    assert [c.tool_name for c in results] == ["terminal"] and json.loads(results[0].content)["error"] is False
+    assert "flowtrail-was-here" in json.dumps(hermes_model.streamed[1]["messages"][-1])
+
+
+def gateway_runs(events) -> list[str]:
+    """The gateway run ids our log names, in order."""
+    return [c.content.split()[2] for c in chunks(events, "status", "work")
+            if c.content.startswith("hermes run run_") and " started " in c.content]
+
+
+async def gateway_status(gateway: Gateway, run_id: str) -> dict:
+    """The gateway's own record of one of its runs."""
+    async with httpx.AsyncClient(base_url=gateway.base_url, headers={"Authorization": f"Bearer {gateway.key}"}) as client:
+        return (await client.get(f"/v1/runs/{run_id}")).json()
+
+
+async def gateway_status_becomes(gateway: Gateway, run_id: str, *wanted: str, timeout: float = 30.0) -> str:
+    """The gateway run's status once it is one of `wanted` (the last seen one after `timeout`)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    status = ""
+    while loop.time() < deadline:
+        status = (await gateway_status(gateway, run_id)).get("status", "")
+        if status in wanted:
+            break
+        await asyncio.sleep(0.1)
+    return status
+
+
+@pytest.mark.store
+@pytest.mark.hermes(idle_timeout_seconds=1.5)
+async def test_a_silent_gateway_fails_the_visit_with_idle_timeout_and_is_told_to_stop(hermes_services, hermes_model, keyed_gateway):
+    hermes_model.will_hang_after("Hel")
+    run, events = await run_to_end(hermes_services, remote_flow("hermes-idle"))
+    failed = of_type(events, ev.VisitFailed)
+    assert run.status is RunStatus.FAILED and "hermes idle_timeout" in failed[0].error
+    (run_id,) = gateway_runs(events)
+    assert (await gateway_status(keyed_gateway, run_id))["status"] in ("stopping", "cancelled")
+
+
+@pytest.mark.store
+async def test_cancelling_the_run_stops_the_gateway_run_which_ends_cancelled(hermes_services, hermes_model, keyed_gateway):
+    hermes_model.will_hang_after("Thinking it over")
+    await hermes_services.catalogue.publish(remote_flow("hermes-cancel"))
+    run_id = await start(hermes_services, "hermes-cancel", {"who": "Ada"})
+    await wait_for_event(hermes_services, run_id, lambda e: isinstance(e, ev.NodeStreamed)
+                         and e.content.startswith("hermes run run_"), timeout=60)
+    while not hermes_model.streamed:
+        await asyncio.sleep(0.05)
+    await executor(hermes_services).cancel(run_id)
+    run = await wait_until(hermes_services, run_id, timeout=120)
+    (gateway_run,) = gateway_runs(await events_of(hermes_services, run_id))
+    assert run.status is RunStatus.CANCELLED
+    hermes_model.release_hangs()
+    assert await gateway_status_becomes(keyed_gateway, gateway_run, "cancelled") == "cancelled"
+
+
+@contextlib.asynccontextmanager
+async def services_on(store: str, data_dir: Path, gateway: HermesGateway) -> AsyncIterator[Services]:
+    """Started services whose one gateway is `gateway`."""
+    async with running(engine_settings(store, data_dir, load_demos=False, hermes_gateways=(gateway,))) as services:
+        yield services
+
+
+@pytest.mark.store
+async def test_a_dropped_stream_is_followed_by_reading_the_run_never_by_submitting_it_again(
+        keyed_gateway, hermes_model, store, tmp_path):
+    hermes_model.will_stream_text("Hello ", "from ", "the ", "other ", "side.")
+    proxy = CuttingProxy(int(keyed_gateway.base_url.rsplit(":", 1)[1]))
+    await proxy.start()
+    try:
+        async with services_on(store, tmp_path / "data", HermesGateway(
+                id="test", base_url=f"http://127.0.0.1:{proxy.port}", api_key_env=KEY_ENV)) as services:
+            run, events = await run_to_end(services, remote_flow("hermes-dropped"))
+    finally:
+        await proxy.stop()
+    statuses = [c.content for c in chunks(events, "status", "work")]
+    assert run.status is RunStatus.SUCCEEDED, statuses
+    assert of_type(events, ev.RunCompleted)[0].output["data"] == {"answer": "Hello from the other side."}
+    assert proxy.cuts == 1 and any("event stream dropped" in line for line in statuses)
+    assert [line for line in proxy.requests if line.startswith("POST /v1/runs ")] == ["POST /v1/runs HTTP/1.1"]
+    assert any(line.startswith("GET /v1/runs/run_") and "/events" not in line for line in proxy.requests)
+
+
+@pytest.mark.store
+async def test_a_stream_that_ends_without_a_terminal_event_fails_the_visit_with_incomplete_stream(
+        store, tmp_path, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, "whatever-key-0123456789")
+    fake = EndingGateway()
+    await fake.start()
+    try:
+        async with services_on(store, tmp_path / "data", HermesGateway(
+                id="test", base_url=f"http://127.0.0.1:{fake.port}", api_key_env=KEY_ENV)) as services:
+            run, events = await run_to_end(services, remote_flow("hermes-incomplete"))
+    finally:
+        await fake.stop()
+    assert run.status is RunStatus.FAILED
+    assert "hermes incomplete_stream" in of_type(events, ev.VisitFailed)[0].error
+    assert answer_text(events) == "Hal"
+
+
+def approvals(events) -> list[dict]:
+    """The approval requests our log copied."""
+    return [json.loads(json.loads(c.content)["preview"]) for c in chunks(events, "tool_progress", "work")
+            if c.tool_name == "hermes_remote:approval"]
+
+
+@pytest.mark.store
+async def test_a_denied_approval_request_keeps_the_command_from_running(hermes_services, hermes_model, tmp_path):
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    hermes_model.will_run_command(f"rm -rf {victim}")
+    hermes_model.will_stream_text("I was not allowed to delete it.")
+    run, events = await run_to_end(hermes_services, remote_flow("hermes-deny"))
+    statuses = [c.content for c in chunks(events, "status", "work")]
+    assert run.status is RunStatus.SUCCEEDED, statuses
+    assert victim.exists()
+    assert [request["command"] for request in approvals(events)] == [f"rm -rf {victim}"]
+    assert "hermes approval request answered 'deny' (auto_approve=False)" in statuses
+    assert "BLOCKED" in json.dumps(hermes_model.streamed[1]["messages"][-1])
+
+
+@pytest.mark.store
+@pytest.mark.hermes(auto_approve=True)
+async def test_an_auto_approved_request_lets_the_command_run(hermes_services, hermes_model, tmp_path):
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    hermes_model.will_run_command(f"rm -rf {victim}")
+    hermes_model.will_stream_text("Deleted.")
+    run, events = await run_to_end(hermes_services, remote_flow("hermes-approve"))
+    statuses = [c.content for c in chunks(events, "status", "work")]
+    assert run.status is RunStatus.SUCCEEDED, statuses
+    assert not victim.exists()
+    assert "hermes approval request answered 'once' (auto_approve=True)" in statuses
+
+
+def revisiting_flow(name: str) -> dict:
+    """An AGENTIC run whose planner visits the remote agent `work` twice, then the output."""
+    decisions = [[{"text": {"nextNodeId": "work", "reason": "again"}}]] * 2
+    decisions = decisions + [[{"text": {"nextNodeId": "out", "reason": "answer"}}]]
+    work = node("work", "agent", backend="hermes_remote", prompt="Greet {{who}}", systemPrompt="You are terse.")
+    out = node("out", "output", outputs=[{"name": "answer", "value": "{{work.text}}"}])
+    return workflow(name, [node("input", "userInput"), work, out], [], "AGENTIC", startNodeId="input",
+                    planner={"model_id": "scripted", "prompt": "Greet twice.", "script": decisions})
+
+
+def system_text(body: dict) -> str:
+    return "\n".join(m["content"] for m in body["messages"] if m["role"] == "system")
+
+
+@pytest.mark.store
+async def test_a_revisited_node_resumes_its_gateway_session_sending_the_history_itself(hermes_services, hermes_model):
+    hermes_model.will_stream_text("Hello Ada!")
+    hermes_model.will_stream_text("Hello again, Ada!")
+    run, events = await run_to_end(hermes_services, revisiting_flow("hermes-revisit"))
+    statuses = [c.content for c in chunks(events, "status", "work")]
+    assert run.status is RunStatus.SUCCEEDED, statuses
+    first, second = hermes_model.streamed
+    assert "You are terse." in system_text(first) and "flowtrail" in system_text(first)
+    assert "You are terse." not in system_text(second) and "flowtrail" in system_text(second)
+    said = [(m["role"], m["content"]) for m in second["messages"] if m["role"] != "system"]
+    assert said[-3:] == [("user", "Greet Ada"), ("assistant", "Hello Ada!"), ("user", "Greet Ada")]
+    assert any(line.endswith("is new: starting it fresh") for line in statuses)
+    assert any(line.endswith("resumed with 2 earlier message(s)") for line in statuses)
+
+
+class RecordingSink:
+    """What a visit gives a remote agent, keeping the chunks and status lines in a list."""
+
+    def __init__(self) -> None:
+        self.cancel_event = asyncio.Event()
+        self.lines: list[tuple[str, str]] = []
+
+    async def stream(self, kind: str, content: str, tool_name: str | None = None) -> None:
+        self.lines.append((kind, content))
+
+    async def status(self, text: str) -> None:
+        self.lines.append(("status", text))
+
+    def check_cancel(self) -> None:
+        pass
+
+
+async def test_a_session_the_gateway_no_longer_has_starts_fresh_with_the_system_prompt_again(keyed_gateway, hermes_model):
+    sink = RecordingSink()
+    session = f"flowtrail-test-{uuid.uuid4().hex}"
+    agent = RemoteAgent(configured(keyed_gateway), keyed_gateway.key, sink, session_id=session, system_prompt="You are terse.")
+    hermes_model.will_stream_text("One.")
+    hermes_model.will_stream_text("Two.")
+    assert await agent.answer("First") == "One."
+    async with httpx.AsyncClient(base_url=keyed_gateway.base_url, headers={"Authorization": f"Bearer {keyed_gateway.key}"}) as client:
+        assert (await client.delete(f"/api/sessions/{session}")).status_code == 200
+    assert await agent.answer("Second") == "Two."
+    first, second = hermes_model.streamed
+    assert "You are terse." in system_text(first) and "You are terse." in system_text(second)
+    assert [m["content"] for m in second["messages"] if m["role"] == "user"] == ["Second"]
+    fresh = [text for kind, text in sink.lines if kind == "status" and text.endswith("starting it fresh")]
+    assert len(fresh) == 2
+
+
+GREETING = [{"name": "greeting", "type": "string", "required": True, "description": "the greeting"}]
+
+
+def structured_flow(name: str, node_type: str = "agent", **data) -> dict:
+    """userInput -> a remote `work` node with declared outputs -> output of its whole data."""
+    work = node("work", node_type, backend="hermes_remote", prompt="Greet {{who}}", reformat_model_id="scripted", **data)
+    out = node("out", "output", outputs=[{"name": "result", "value": "{{work}}"}])
+    return workflow(name, [node("input", "userInput"), work, out], [edge("input", "work"), edge("work", "out")])
+
+
+@pytest.mark.store
+async def test_a_final_text_that_is_not_json_is_reformatted_by_a_plain_model_without_running_hermes_again(
+        hermes_services, hermes_model):
+    hermes_model.will_stream_text("Hello Ada, nice to meet you.")
+    flow = structured_flow("hermes-reformat", outputs=GREETING,
+                           script={"reformat": [[{"text": '{"greeting": "Hello Ada"}'}]]})
+    run, events = await run_to_end(hermes_services, flow)
+    statuses = [c.content for c in chunks(events, "status", "work")]
+    assert run.status is RunStatus.SUCCEEDED, statuses
+    assert of_type(events, ev.VisitCompleted)[1].output["data"]["greeting"] == "Hello Ada"
+    assert len(hermes_model.streamed) == 1 and len(gateway_runs(events)) == 1
+    assert any(line.endswith("re-formatting (1/2)") for line in statuses)
+    prompt = hermes_model.streamed[0]["messages"][-1]["content"]
+    assert prompt.startswith("Greet Ada") and '"greeting"' in prompt
+
+
+@pytest.mark.store
+async def test_when_reformatting_fails_hermes_runs_again_in_the_same_session_told_what_was_wrong(
+        hermes_services, hermes_model):
+    hermes_model.will_stream_text("Hello Ada, nice to meet you.")
+    hermes_model.will_stream_text('{"greeting": "Hello Ada"}')
+    flow = structured_flow("hermes-rerun", outputs=GREETING, formatMaxRetries=1,
+                           script={"reformat": [[{"text": "still prose"}]]})
+    run, events = await run_to_end(hermes_services, flow)
+    statuses = [c.content for c in chunks(events, "status", "work")]
+    assert run.status is RunStatus.SUCCEEDED, statuses
+    assert len(gateway_runs(events)) == 2 and len(hermes_model.streamed) == 2
+    said = [(m["role"], m["content"]) for m in hermes_model.streamed[1]["messages"] if m["role"] != "system"]
+    assert said[-2] == ("assistant", "Hello Ada, nice to meet you.")
+    assert said[-1][1].startswith("Your answer did not pass validation: answer is not JSON")
+    assert any(line.endswith("re-running the node (1/1)") for line in statuses)
+
+
+@pytest.mark.store
+async def test_a_smart_action_on_hermes_chooses_one_of_the_listed_actions(hermes_services, hermes_model):
+    hermes_model.will_stream_text('{"action": "approve", "reason": "it is fine"}')
+    flow = structured_flow("hermes-action", "smartAction", actions=["approve", {"id": "reject", "description": "no"}])
+    run, events = await run_to_end(hermes_services, flow)
+    assert run.status is RunStatus.SUCCEEDED, [c.content for c in chunks(events, "status", "work")]
+    data = of_type(events, ev.VisitCompleted)[1].output["data"]
+    assert (data["action"], data["reason"]) == ("approve", "it is fine")
+    assert "- reject: no" in hermes_model.streamed[0]["messages"][-1]["content"]
+
+
+@pytest.mark.store
+async def test_a_smart_action_on_hermes_that_picks_an_unlisted_action_fails(hermes_services, hermes_model):
+    hermes_model.will_stream_text('{"action": "escalate", "reason": "unsure"}')
+    flow = structured_flow("hermes-bad-action", "smartAction", actions=["approve", "reject"], runtimeMaxRetries=0)
+    run, events = await run_to_end(hermes_services, flow)
+    assert run.status is RunStatus.FAILED
+    assert "'escalate', which is not one of approve, reject" in of_type(events, ev.VisitFailed)[0].error
+
+
+@pytest.mark.store
+async def test_a_restart_during_a_hermes_visit_stops_its_gateway_run_and_runs_the_visit_again_visibly(
+        keyed_gateway, hermes_model, store, tmp_path):
+    hermes_model.will_hang_after("Hel")
+    settings = engine_settings(store, tmp_path / "data", load_demos=False, hermes_gateways=(configured(keyed_gateway),))
+    async with running(settings) as services:
+        await services.catalogue.publish(remote_flow("hermes-restart"))
+        run_id = await start(services, "hermes-restart", {"who": "Ada"})
+        await wait_for_event(services, run_id, lambda e: isinstance(e, ev.NodeStreamed)
+                             and e.content.startswith("hermes run run_"), timeout=60)
+        while not hermes_model.streamed:
+            await asyncio.sleep(0.05)
+        (interrupted,) = gateway_runs(await events_of(services, run_id))
+    assert (await gateway_status(keyed_gateway, interrupted))["status"] in ("stopping", "cancelled")
+    hermes_model.release_hangs()
+    hermes_model.will_stream_text("Hello after the restart.")
+    async with running(settings) as services:
+        run = await wait_until(services, run_id, timeout=120)
+        events = await events_of(services, run_id)
+    statuses = [c.content for c in chunks(events, "status", "work")]
+    assert run.status is RunStatus.SUCCEEDED, statuses
+    assert any("interrupted before it ended; running it again" in line for line in statuses)
+    assert gateway_runs(events)[0] == interrupted and len(gateway_runs(events)) == 2
+    assert of_type(events, ev.RunCompleted)[0].output["data"] == {"answer": "Hello after the restart."}
+
+
+async def test_the_hermes_demo_is_published_only_when_a_gateway_is_configured(keyed_gateway, hermes_model, tmp_path):
+    async with running(engine_settings(f"sqlite:///{tmp_path / 'plain.db'}", tmp_path / "plain")) as services:
+        assert "demo-hermes" not in {entry.name for entry in services.catalogue.all()}
+    settings = engine_settings(f"sqlite:///{tmp_path / 'flowtrail.db'}", tmp_path / "data",
+                               hermes_gateways=(configured(keyed_gateway),))
+    hermes_model.will_stream_text("Tides follow the moon (source: NOAA).")
+    hermes_model.will_stream_text('{"action": "publish", "reason": "it answers the topic"}')
+    async with running(settings) as services:
+        run_id = await start(services, "demo-hermes", {"topic": "tides"})
+        run = await wait_until(services, run_id, timeout=120)
+        events = await events_of(services, run_id)
+    assert run.status is RunStatus.SUCCEEDED, [c.content for c in chunks(events, "status")]
+    assert of_type(events, ev.RunCompleted)[0].output["data"] == {
+        "notes": "Tides follow the moon (source: NOAA).", "verdict": "publish", "reason": "it answers the topic"}
+
+
+@pytest.mark.store
+async def test_a_gateway_whose_model_is_down_fails_the_visit_with_run_failed(hermes_services, hermes_model):
+    hermes_model.will_fail(401, "the model's key was revoked", "invalid_request_error")
+    run, events = await run_to_end(hermes_services, remote_flow("hermes-llm-down"))
+    assert run.status is RunStatus.FAILED
+    assert of_type(events, ev.VisitFailed)[0].error.startswith("hermes run_failed: ")
+
+
+async def test_a_node_on_a_gateway_with_the_wrong_key_fails_before_submitting_anything(
+        hermes_gateway, hermes_model, tmp_path, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, "not-the-gateway-key-at-all")
+    async with services_on(f"sqlite:///{tmp_path / 'flowtrail.db'}", tmp_path / "data",
+                           configured(hermes_gateway)) as services:
+        run, events = await run_to_end(services, remote_flow("hermes-wrong-key"))
+    assert run.status is RunStatus.FAILED and hermes_model.streamed == []
+    assert of_type(events, ev.VisitFailed)[0].error.startswith("hermes gateway 'test' is unauthorized: ")
