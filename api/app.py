@@ -39,10 +39,11 @@ def handle_error(request: Request[Any, Any, Any], exc: Exception) -> Response[An
 
 
 def readiness_of(services: Services) -> Readiness:
-    """What /readyz checks: the store, whether the engine takes runs now, and the configured models."""
+    """What /readyz checks: the store, whether the engine takes runs now, the configured models and gateways."""
     models = [model.id for model in parse_models(services.settings.engine.models_json)] + [SCRIPTED_ID]
     return Readiness(
         services.store, lambda: services.engine is not None and not services.hub.closing, model_ids=models,
+        gateways=services.settings.engine.hermes_gateways,
     )
 
 

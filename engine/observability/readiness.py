@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.hermes.probe import ProbeResult, probe_gateways
+from engine.settings import HermesGateway
 from engine.store import AsyncEventStore
 
 STORE_TIMEOUT_SECONDS = 2.0
+GATEWAY_PROBE_SECONDS = 30.0
+"""A gateway's probe is kept this long, so a load balancer polling /readyz does not poll the gateways."""
 
 
 @dataclass(frozen=True)
@@ -18,6 +23,7 @@ class ReadinessReport:
     store: dict[str, Any]
     engine: dict[str, Any]
     models: list[dict[str, Any]]
+    gateways: list[dict[str, Any]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -27,7 +33,10 @@ class ReadinessReport:
 
     def as_data(self) -> dict[str, Any]:
         """The report as the readiness answer's `data`."""
-        return {"ready": self.ready, "store": self.store, "engine": self.engine, "models": self.models}
+        return {
+            "ready": self.ready, "store": self.store, "engine": self.engine, "models": self.models,
+            "gateways": self.gateways,
+        }
 
 
 @dataclass
@@ -37,7 +46,9 @@ class Readiness:
     store: AsyncEventStore
     accepting_runs: Callable[[], bool]
     model_ids: list[str]
+    gateways: tuple[HermesGateway, ...] = ()
     timeout_seconds: float = STORE_TIMEOUT_SECONDS
+    _probed: tuple[float, list[ProbeResult]] | None = None
 
     async def check(self) -> ReadinessReport:
         """Query the store (bounded by the timeout) and look at the engine; no model is called."""
@@ -55,7 +66,18 @@ class Readiness:
         if not accepting:
             problems.append("the engine does not accept runs (none here, or shutting down)")
         models = [{"id": model_id, "probe": "not probed"} for model_id in self.model_ids]
-        return ReadinessReport(store=store, engine={"acceptingRuns": accepting}, models=models, problems=problems)
+        gateways = [{"id": r.gateway, "probe": r.status, "detail": r.detail} for r in await self.gateway_probes()]
+        return ReadinessReport(store=store, engine={"acceptingRuns": accepting}, models=models, gateways=gateways,
+                               problems=problems)
+
+    async def gateway_probes(self) -> list[ProbeResult]:
+        """Each configured Hermes gateway's last probe (at most GATEWAY_PROBE_SECONDS old); a gateway that is down
+        is listed, not a reason to take this process out of traffic."""
+        if not self.gateways:
+            return []
+        if self._probed is None or time.monotonic() - self._probed[0] > GATEWAY_PROBE_SECONDS:
+            self._probed = (time.monotonic(), await probe_gateways(self.gateways))
+        return self._probed[1]
 
 
 def _first_line(error: Exception) -> str:

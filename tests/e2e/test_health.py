@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from engine.settings import HermesGateway
+from tests.support.server import RunningServer, free_port, server_settings
 from tests.support.stores import drop_schema
 
 pytestmark = pytest.mark.store
@@ -58,3 +61,20 @@ async def test_a_server_shutting_down_is_not_ready(server):
         response = await client.get("/readyz")
     assert response.status_code == 503
     assert "does not accept runs" in response.json()["message"]
+
+
+async def test_readiness_lists_each_hermes_gateway_probe_and_a_gateway_that_is_down_does_not_make_it_unready(
+    store, tmp_path, monkeypatch,
+):
+    settings = server_settings(store, tmp_path / "data")
+    monkeypatch.setenv("FLOWTRAIL_TEST_HERMES_KEY", "a-key-of-sixteen-chars")
+    down = HermesGateway("research", f"http://127.0.0.1:{free_port()}", api_key_env="FLOWTRAIL_TEST_HERMES_KEY")
+    settings = replace(settings, engine=replace(settings.engine, hermes_gateways=(down,)))
+    running = await RunningServer(settings).start()
+    try:
+        async with running.client(key=None) as client:
+            body = (await client.get("/readyz")).json()
+    finally:
+        await running.stop()
+    assert body["data"]["ready"] is True
+    assert [(g["id"], g["probe"]) for g in body["data"]["gateways"]] == [("research", "unreachable")]
