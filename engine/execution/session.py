@@ -138,7 +138,12 @@ class RunSession:
         return f"the run timed out after {self.settings.run_timeout_seconds:g} s (its time limit)"
 
     async def finish(self, outcome: RunOutcome) -> None:
-        """Append the outcome: the terminal event (closing any open visit), or the question that pauses the run."""
+        """Append the outcome: the terminal event (closing any open visit), or the question that pauses the run.
+
+        An append the run's time limit cut short still lands (it is shielded); the flush waits for it, so the
+        visits closed here are the ones still open once it has.
+        """
+        await self.journal.flush()
         if isinstance(outcome, (Completed, Paused)) and self.cancel_requested:
             outcome = Cancelled()
         try:
