@@ -31,7 +31,7 @@ async def hermes_server(keyed_gateway, store, tmp_path):
     work = node("work", "agent", backend="hermes_remote", prompt="Clean up {{dir}}")
     out = node("out", "output", outputs=[{"name": "answer", "value": "{{work.text}}"}])
     await server.services.catalogue.publish(workflow(
-        "hermes-secret", [node("input", "userInput"), work, out], [edge("input", "work"), edge("work", "out")]))
+        "hermes-secret", [node("input", "userInput", inputs=[{"name": "dir"}]), work, out], [edge("input", "work"), edge("work", "out")]))
     yield server
     await server.stop()
 

@@ -124,7 +124,7 @@ def remote_flow(name: str, mode: str = "DAG", **data) -> dict:
     """userInput -> a remote agent `work` -> output `answer` (= work.text)."""
     work = node("work", "agent", backend="hermes_remote", prompt="Greet {{who}}", **data)
     out = node("out", "output", outputs=[{"name": "answer", "value": "{{work.text}}"}])
-    return workflow(name, [node("input", "userInput"), work, out], [edge("input", "work"), edge("work", "out")], mode)
+    return workflow(name, [node("input", "userInput", inputs=[{"name": "who"}]), work, out], [edge("input", "work"), edge("work", "out")], mode)
 
 
 async def run_to_end(services: Services, flow: dict, variables: dict | None = None, timeout: float = 120.0):
@@ -305,7 +305,7 @@ def revisiting_flow(name: str) -> dict:
     decisions = decisions + [[{"text": {"nextNodeId": "out", "reason": "answer"}}]]
     work = node("work", "agent", backend="hermes_remote", prompt="Greet {{who}}", systemPrompt="You are terse.")
     out = node("out", "output", outputs=[{"name": "answer", "value": "{{work.text}}"}])
-    return workflow(name, [node("input", "userInput"), work, out], [], "AGENTIC", startNodeId="input",
+    return workflow(name, [node("input", "userInput", inputs=[{"name": "who"}]), work, out], [], "AGENTIC", startNodeId="input",
                     planner={"model_id": "scripted", "prompt": "Greet twice.", "script": decisions})
 
 
@@ -370,7 +370,7 @@ def structured_flow(name: str, node_type: str = "agent", **data) -> dict:
     """userInput -> a remote `work` node with declared outputs -> output of its whole data."""
     work = node("work", node_type, backend="hermes_remote", prompt="Greet {{who}}", reformat_model_id="scripted", **data)
     out = node("out", "output", outputs=[{"name": "result", "value": "{{work}}"}])
-    return workflow(name, [node("input", "userInput"), work, out], [edge("input", "work"), edge("work", "out")])
+    return workflow(name, [node("input", "userInput", inputs=[{"name": "who"}]), work, out], [edge("input", "work"), edge("work", "out")])
 
 
 @pytest.mark.store
