@@ -19,6 +19,7 @@ from client.types import (
     RunView,
     StartedRun,
     StreamEvent,
+    TokenUsage,
     WorkspaceView,
 )
 
@@ -26,5 +27,5 @@ __all__ = [
     "DEFAULT_URL", "TERMINAL_EVENTS", "TERMINAL_STATUSES", "ApiError", "AuditView", "CancelResult", "ClientError",
     "CreatedRun", "EventLine", "FlowtrailClient", "NamedRun", "NodeView", "PauseView", "Reconnection", "ResumeResult",
     "RunHandle", "RunListItem", "RunPage", "RunRef", "RunState", "RunView", "ServiceUnavailable", "StartedRun", "StreamEvent",
-    "WorkspaceView",
+    "TokenUsage", "WorkspaceView",
 ]

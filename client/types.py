@@ -74,8 +74,15 @@ class WorkspaceView(Answer):
     download_url: str
 
 
+class TokenUsage(Answer):
+    """Tokens over every model call of a run."""
+
+    prompt_tokens: int
+    completion_tokens: int
+
+
 class RunView(Answer):
-    """A run's status, outputs, nodes and workspace."""
+    """A run's status, outputs, nodes, workspace and token usage."""
 
     run_id: str
     workflow_id: int
@@ -91,6 +98,7 @@ class RunView(Answer):
     workspace: WorkspaceView
     cancel_requested: bool
     cancelled: bool
+    usage: TokenUsage
 
 
 class PauseView(Answer):

@@ -9,7 +9,7 @@ from client import types as answers
 from tests.integration.test_api_openapi import openapi_document
 
 CHECKED = (
-    answers.RunLinks, answers.CreatedRun, answers.StartedRun, answers.NodeView, answers.WorkspaceView,
+    answers.RunLinks, answers.CreatedRun, answers.StartedRun, answers.NodeView, answers.WorkspaceView, answers.TokenUsage,
     answers.RunView, answers.PauseView, answers.RunState, answers.ResumeResult, answers.CancelResult,
 )
 LISTING = (answers.RunListItem, answers.RunPage)

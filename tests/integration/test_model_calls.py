@@ -55,7 +55,9 @@ async def model_services(fake_openai: FakeOpenAI, store: str, tmp_path: Path, mo
         for model_id in ("fake", "impatient"):
             work = node("work", "llm", model_id=model_id, prompt=PROMPT)
             out = node("out", "output", outputs=[{"name": "line", "value": "{{work.text}}"}])
-            await started.catalogue.publish(workflow(f"{model_id}-flow", [work, out], [edge("work", "out")]))
+            asked = node("input", "userInput", inputs=[{"name": "topic"}])
+            await started.catalogue.publish(workflow(
+                f"{model_id}-flow", [asked, work, out], [edge("input", "work"), edge("work", "out")]))
         yield started
 
 
