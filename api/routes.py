@@ -12,6 +12,7 @@ from api.health import health
 from api.listing import RunListController
 from api.runs import RunController
 from api.streams import RunStreamController
+from api.ui import ui_router
 from api.workflows import WorkflowController
 
 CONTROLLERS: list[ControllerRouterHandler] = [
@@ -24,4 +25,5 @@ CONTROLLERS: list[ControllerRouterHandler] = [
     RunStreamController,
     ClarifyController,
     ContextQueryController,
+    ui_router(),
 ]
