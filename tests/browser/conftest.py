@@ -16,7 +16,8 @@ import pytest
 
 from tests.browser.support import CHROMIUM, CHROMIUM_ARGS, SHOTS
 from tests.support.engine_runs import engine_settings
-from tests.support.server import RunningServer
+from tests.support.server import RunningServer, server_settings
+from tests.support.stores import store_url
 
 
 def _playwright() -> Any:
@@ -48,6 +49,15 @@ async def browser() -> AsyncIterator[Any]:
 async def viewer_server(store: str, tmp_path: Path) -> AsyncIterator[RunningServer]:
     """A real server over the test's store with the demo workflows and the engine running them."""
     running = await RunningServer(engine_settings(store, tmp_path / "data", load_demos=True)).start()
+    yield running
+    await running.stop()
+
+
+@pytest.fixture
+async def files_server(tmp_path: Path) -> AsyncIterator[RunningServer]:
+    """A real server for what does not depend on the store (the page's files): SQLite."""
+    url, _ = store_url("sqlite", tmp_path)
+    running = await RunningServer(server_settings(url, tmp_path / "data")).start()
     yield running
     await running.stop()
 

@@ -2,27 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import pytest
-
 from api.ui import UI_DIR
-from tests.support.server import RunningServer, server_settings
-from tests.support.stores import store_url
+from tests.support.server import RunningServer
 
 
-@pytest.fixture
-async def api(tmp_path: Path) -> AsyncIterator[RunningServer]:
-    """A real server (the files do not depend on the store: SQLite)."""
-    url, _ = store_url("sqlite", tmp_path)
-    running = await RunningServer(server_settings(url, tmp_path / "data")).start()
-    yield running
-    await running.stop()
-
-
-async def test_the_page_and_its_modules_are_served_with_a_strict_content_security_policy(api: RunningServer) -> None:
-    async with api.client(key=None) as http:
+async def test_the_page_and_its_modules_are_served_with_a_strict_content_security_policy(files_server: RunningServer) -> None:
+    async with files_server.client(key=None) as http:
         page = await http.get("/ui/")
         module = await http.get("/ui/main.js")
     assert page.status_code == 200
@@ -34,8 +19,8 @@ async def test_the_page_and_its_modules_are_served_with_a_strict_content_securit
     assert "connect-src 'self'" in module.headers["content-security-policy"]
 
 
-async def test_a_run_page_url_answers_the_index_so_it_can_be_shared(api: RunningServer) -> None:
-    async with api.client(key=None) as http:
+async def test_a_run_page_url_answers_the_index_so_it_can_be_shared(files_server: RunningServer) -> None:
+    async with files_server.client(key=None) as http:
         index = await http.get("/ui/")
         shared = await http.get("/ui/runs/0123456789abcdef0123456789abcdef")
     assert shared.status_code == 200
@@ -43,8 +28,8 @@ async def test_a_run_page_url_answers_the_index_so_it_can_be_shared(api: Running
     assert "script-src 'self'" in shared.headers["content-security-policy"]
 
 
-async def test_a_missing_asset_is_a_404_in_the_envelope(api: RunningServer) -> None:
-    async with api.client(key=None) as http:
+async def test_a_missing_asset_is_a_404_in_the_envelope(files_server: RunningServer) -> None:
+    async with files_server.client(key=None) as http:
         missing = await http.get("/ui/nothing-here.js")
     assert missing.status_code == 404
     assert missing.json()["data"] is None
