@@ -4,8 +4,8 @@ import { API, apiKey, ApiError } from "./api.js";
 import { SseParser } from "./sse.js";
 import { TERMINAL } from "./model.js";
 
-export const BACKOFF_SECONDS = [1, 2, 4, 8, 16];
-export const POLL_SECONDS = 30;
+/** The waits after a cut: one reconnect after each of `backoffSeconds`, then a poll every `pollSeconds`. */
+export const TIMING = { backoffSeconds: [1, 2, 4, 8, 16], pollSeconds: 30 };
 const FATAL = new Set([400, 401, 403, 404]);
 
 const sleep = (seconds, signal) => new Promise((resolve) => {
@@ -21,7 +21,7 @@ const sleep = (seconds, signal) => new Promise((resolve) => {
 export class StreamFollower {
   constructor({ workflowName, runId, after = 0, onMessages, onState, onResult }) {
     this.base = `${API}/workflows/${encodeURIComponent(workflowName)}/runs/${encodeURIComponent(runId)}`;
-    Object.assign(this, { lastId: after, onMessages, onState, onResult, ended: false });
+    Object.assign(this, { lastId: after, onMessages, onState, onResult, ended: false, delivered: false });
     this.controller = new AbortController();
   }
 
@@ -30,9 +30,9 @@ export class StreamFollower {
     let failures = 0;
     const signal = this.controller.signal;
     while (!this.ended && !signal.aborted) {
-      let delivered = false;
+      this.delivered = false;
       try {
-        delivered = await this.connect();
+        await this.connect();
       } catch (error) {
         if (signal.aborted) return;
         if (error instanceof ApiError && FATAL.has(error.status)) {
@@ -41,15 +41,16 @@ export class StreamFollower {
         }
       }
       if (this.ended || signal.aborted) break;
-      if (delivered) failures = 0;
-      if (failures < BACKOFF_SECONDS.length) {
-        const seconds = BACKOFF_SECONDS[failures++];
-        this.onState({ state: "reconnecting", attempt: failures, seconds, lastId: this.lastId });
+      if (this.delivered) failures = 0; // a cut after some messages starts the backoff again
+      const backoff = TIMING.backoffSeconds;
+      if (failures < backoff.length) {
+        const seconds = backoff[failures++];
+        this.onState({ state: "reconnecting", attempt: failures, of: backoff.length, seconds, lastId: this.lastId });
         await sleep(seconds, signal);
       } else {
-        this.onState({ state: "polling", seconds: POLL_SECONDS, lastId: this.lastId });
+        this.onState({ state: "polling", seconds: TIMING.pollSeconds, lastId: this.lastId });
         await this.poll();
-        await sleep(POLL_SECONDS, signal);
+        await sleep(TIMING.pollSeconds, signal);
       }
     }
     if (this.ended) this.onState({ state: "ended" });
@@ -60,7 +61,8 @@ export class StreamFollower {
     this.controller.abort();
   }
 
-  /** One connection: resolves when the body ends (true if it delivered messages); rejects when it is cut. */
+  /** One connection: resolves when the body ends (true if it delivered messages, also kept in `delivered`);
+   *  rejects when it is cut. */
   async connect() {
     const headers = { "X-API-Key": apiKey() || "", Accept: "text/event-stream" };
     if (this.lastId > 0) headers["Last-Event-ID"] = String(this.lastId);
@@ -71,7 +73,6 @@ export class StreamFollower {
       throw new ApiError(response.status, body.code || "HTTP_" + response.status, body.message || "");
     }
     this.onState({ state: "live", lastId: this.lastId });
-    let delivered = false;
     let batch = [];
     const parser = new SseParser((message) => {
       const id = Number(message.id);
@@ -83,17 +84,17 @@ export class StreamFollower {
     const reader = response.body.getReader();
     for (;;) {
       const { value, done } = await reader.read();
-      if (done) return delivered;
+      if (done) return this.delivered;
       parser.push(value);
       if (batch.length) {
-        delivered = true;
+        this.delivered = true;
         const ready = batch;
         batch = [];
         this.onMessages(ready);
       }
       if (this.ended) {
         reader.cancel().catch(() => {});
-        return delivered;
+        return this.delivered;
       }
     }
   }
@@ -107,14 +108,3 @@ export class StreamFollower {
   }
 }
 
-/** Every message of a finished run, read from its stream from the start (for replay). */
-export async function readAll(workflowName, runId) {
-  const messages = [];
-  const follower = new StreamFollower({
-    workflowName, runId, onMessages: (batch) => messages.push(...batch), onState() {}, onResult() {},
-  });
-  while (!follower.ended) {
-    if (!(await follower.connect())) break;
-  }
-  return messages;
-}

@@ -163,7 +163,7 @@ async function showRun(runId) {
     onMessages: (messages) => { received.push(...messages); apply(messages); },
     onState: (state) => {
       root.dataset.stream = state.state;
-      if (state.state === "reconnecting") say(`Connection lost: reconnecting in ${state.seconds} s (attempt ${state.attempt} of 5), from event ${state.lastId}.`, "warn");
+      if (state.state === "reconnecting") say(`Connection lost: reconnecting in ${state.seconds} s (attempt ${state.attempt} of ${state.of}), from event ${state.lastId}.`, "warn");
       else if (state.state === "polling") say(`Connection lost: checking the run every ${state.seconds} s.`, "warn");
       else if (state.state === "failed") say(state.message, "error");
       else say("");
