@@ -1,8 +1,9 @@
 """UI render: from opening a run's page (/ui/runs/{runId}) to its last card rendered, for a run of 5,000 events.
 
 The run is written through the service's own writer (as the engine writes): `--visits` agent
-visits, each with thinking chunks, a tool call and its result every 10th chunk, a TODO update
-every 50th, then the visit's end and record; then the run's end. The page is opened in Debian's
+visits, each with a thinking chunk every 10th chunk (consecutive thinking chunks would be merged
+into one event, decision 4), a tool call and its result every 10th, a TODO update every 50th,
+`step` chunks in between, then the visit's end and record; then the run's end. The page is opened in Debian's
 headless Chromium (/usr/bin/chromium, driven by Playwright) at 1280x800 with the key already in
 session storage; the time runs from just before `goto` to the moment the page shows the run's
 terminal event (`#run[data-terminal=true][data-last-event-id=<last>]`, set by the same paint that
@@ -55,8 +56,10 @@ async def _visit(writer: RunWriter, index: int, chunks: int) -> None:
         elif i % 10 == 9:
             await writer.stream(visit_uuid=visit, node_id=node, kind="tool_result", content=f"result {i}",
                                 tool_name="web_search")
-        else:
+        elif i % 10 == 0:
             await writer.stream(visit_uuid=visit, node_id=node, kind="thinking", content=THINKING)
+        else:
+            await writer.stream(visit_uuid=visit, node_id=node, kind="step", content=f'{{"iteration":{i},"prev_tools":[]}}')
     await writer.flush()
     await writer.decide(
         lambda run, at: decide.complete_visit(run, at, visit_uuid=visit, node_id=node,

@@ -55,7 +55,12 @@ export class RunView {
       const summary = h("summary");
       const body = h("div", { class: "visit-body" });
       const details = h("details", { open: true }, summary, body);
-      card = { element: h("article", { class: "visit" }, details), details, summary, body, status: "RUNNING" };
+      card = { element: h("article", { class: "visit" }, details), details, summary, body, status: "RUNNING",
+        toggled: new Map() };
+      body.addEventListener("click", (event) => { // what the reader opened or closed stays so across repaints
+        const inner = event.target.closest("summary")?.parentElement;
+        if (inner && inner.dataset.key) card.toggled.set(inner.dataset.key, !inner.open);
+      });
       this.cards.set(visit.visitUuid, card);
     }
     if (card.status === "RUNNING" && visit.status !== "RUNNING") card.details.open = false; // collapse on completion
@@ -68,7 +73,7 @@ export class RunView {
       h("span", { class: "muted" }, ` ${visit.nodeType}${visit.iterSeq ? ` · visit ${visit.iterSeq}` : ""}`),
       badge(visit.status),
     );
-    card.body.replaceChildren(...visitBody(visit));
+    card.body.replaceChildren(...visitBody(visit, card.toggled));
   }
 
   eventLog(run) {
@@ -137,7 +142,8 @@ export class RunView {
   }
 }
 
-function visitBody(visit) {
+function visitBody(visit, toggled) {
+  const opened = (key, byDefault) => (toggled.has(key) ? toggled.get(key) : byDefault);
   const parts = [];
   if (visit.statusText) parts.push(h("p", { class: "status-text", role: "status" }, visit.statusText));
   if (visit.thinking) {
@@ -146,16 +152,17 @@ function visitBody(visit) {
     parts.push(h("h3", {}, "Thinking"), thinking);
   }
   if (visit.todo) parts.push(h("h3", {}, "TODO"), todoList(visit.todo));
-  if (visit.tools.length) parts.push(h("h3", {}, "Tool calls"), ...visit.tools.map(toolCard));
-  if (visit.steps.length) parts.push(h("details", { class: "steps" }, h("summary", {}, `Steps (${visit.steps.length})`),
+  if (visit.tools.length) parts.push(h("h3", {}, "Tool calls"), ...visit.tools.map((call, i) => toolCard(call, opened(`tool-${i}`, call.open), `tool-${i}`)));
+  if (visit.steps.length) parts.push(h("details", { class: "steps", open: opened("steps", false), dataset: { key: "steps" } },
+    h("summary", {}, `Steps (${visit.steps.length})`),
     h("ol", {}, ...visit.steps.map((s) => h("li", {}, s)))));
   if (visit.error) parts.push(h("pre", { class: "error" }, visit.error));
   if (visit.output) parts.push(h("h3", {}, "Output"), h("pre", { class: "output" }, pretty(visit.output.data ?? visit.output)));
   return parts;
 }
 
-function toolCard(call) {
-  return h("details", { class: "tool", open: call.open, dataset: { tool: call.tool ?? "", open: call.open } },
+function toolCard(call, open, key) {
+  return h("details", { class: "tool", open, dataset: { key, tool: call.tool ?? "", open: call.open } },
     h("summary", {}, h("code", {}, call.tool ?? "tool"), " ", badge(call.open ? "RUNNING" : "DONE")),
     call.args ? h("pre", { class: "args" }, call.args) : null,
     call.progress ? h("p", { class: "muted" }, call.progress) : null,
