@@ -15,17 +15,18 @@ export class SseParser {
     this.id = null;
   }
 
-  /** Parse a chunk of the body. */
+  /** Parse a chunk of the body (one pass over it: lines are cut by index, the rest kept for the next chunk). */
   push(bytes) {
-    this.buffer += this.decoder.decode(bytes, { stream: true });
-    let end;
-    while ((end = this.buffer.search(/\r\n|\r|\n/)) >= 0) {
-      const line = this.buffer.slice(0, end);
-      const eol = this.buffer.startsWith("\r\n", end) ? 2 : 1;
-      if (this.buffer[end] === "\r" && end + 1 === this.buffer.length) break; // maybe \r\n split across chunks
-      this.buffer = this.buffer.slice(end + eol);
-      this.line(line);
+    const text = this.buffer + this.decoder.decode(bytes, { stream: true });
+    const endOfLine = /\r\n|\r|\n/g;
+    let start = 0;
+    let found;
+    while ((found = endOfLine.exec(text)) !== null) {
+      if (found[0] === "\r" && found.index + 1 === text.length) break; // a \r\n may be split across chunks
+      this.line(text.slice(start, found.index));
+      start = endOfLine.lastIndex;
     }
+    this.buffer = text.slice(start);
   }
 
   line(line) {

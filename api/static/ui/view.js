@@ -59,12 +59,15 @@ export class RunView {
         toggled: new Map() };
       body.addEventListener("click", (event) => { // what the reader opened or closed stays so across repaints
         const inner = event.target.closest("summary")?.parentElement;
-        if (inner && inner.dataset.key) card.toggled.set(inner.dataset.key, !inner.open);
+        if (!inner || !inner.dataset.key) return;
+        card.toggled.set(inner.dataset.key, !inner.open);
+        if (inner.dataset.key === "steps" && !inner.open) inner.append(stepList(card.visit));
       });
       this.cards.set(visit.visitUuid, card);
     }
     if (card.status === "RUNNING" && visit.status !== "RUNNING") card.details.open = false; // collapse on completion
     card.status = visit.status;
+    card.visit = visit;
     Object.assign(card.element.dataset, {
       visitUuid: visit.visitUuid, nodeId: visit.nodeId, status: visit.status, sortOrder: visit.sortOrder ?? "",
     });
@@ -153,12 +156,18 @@ function visitBody(visit, toggled) {
   }
   if (visit.todo) parts.push(h("h3", {}, "TODO"), todoList(visit.todo));
   if (visit.tools.length) parts.push(h("h3", {}, "Tool calls"), ...visit.tools.map((call, i) => toolCard(call, opened(`tool-${i}`, call.open), `tool-${i}`)));
-  if (visit.steps.length) parts.push(h("details", { class: "steps", open: opened("steps", false), dataset: { key: "steps" } },
-    h("summary", {}, `Steps (${visit.steps.length})`),
-    h("ol", {}, ...visit.steps.map((s) => h("li", {}, s)))));
+  if (visit.steps.length) {
+    const open = opened("steps", false); // the list is built only while it is open (a visit may have thousands)
+    parts.push(h("details", { class: "steps", open, dataset: { key: "steps" } },
+      h("summary", {}, `Steps (${visit.steps.length})`), open ? stepList(visit) : null));
+  }
   if (visit.error) parts.push(h("pre", { class: "error" }, visit.error));
   if (visit.output) parts.push(h("h3", {}, "Output"), h("pre", { class: "output" }, pretty(visit.output.data ?? visit.output)));
   return parts;
+}
+
+function stepList(visit) {
+  return h("ol", {}, ...visit.steps.map((step) => h("li", {}, step)));
 }
 
 function toolCard(call, open, key) {
