@@ -143,10 +143,14 @@ async function showRun(runId) {
     },
     onDownload: () => download(`${runPath}/workspace`, `${runId}-workspace.zip`).catch((e) => say(e.message, "error")),
   });
+  let replayState = null;
   const paint = () => {
     frame = 0;
     view.update(run, dirty);
     dirty = new Set();
+    if (replayState) { // said with the paint that shows it, never before
+      Object.assign(root.dataset, { replayAt: replayState.at, replayDone: replayState.done, replayPlaying: replayState.playing });
+    }
     replayButton.disabled = !run.terminal || root.dataset.mode === "replay";
   };
   const schedule = () => { if (!frame) frame = requestAnimationFrame(paint); };
@@ -190,7 +194,8 @@ async function showRun(runId) {
       onSeek: (messages) => { run = emptyRun(runId); view.reset(); dirty = new Set(["run"]); apply(messages); },
       onStep: apply,
       onState: (state) => {
-        Object.assign(root.dataset, { replayAt: state.at, replayDone: state.done, replayPlaying: state.playing });
+        replayState = state;
+        schedule();
         scrubber.value = String(state.at);
         position.textContent = `event ${state.at} of ${state.last}`;
       },
