@@ -172,7 +172,11 @@ async function showRun(runId) {
       else if (state.state === "failed") say(state.message, "error");
       else say("");
     },
-    onResult: (result) => { root.dataset.polledStatus = result.status; },
+    onResult: (result) => { // while the stream is away, the status comes from the polled result
+      if (!run.terminal) run.status = result.status;
+      dirty.add("run");
+      schedule();
+    },
   });
   let player = null;
   follower.start();
