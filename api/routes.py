@@ -13,6 +13,7 @@ from api.listing import RunListController
 from api.runs import RunController
 from api.schemas_route import workflow_schema
 from api.streams import RunStreamController
+from api.ui import ui_router
 from api.workflows import WorkflowController
 
 CONTROLLERS: list[ControllerRouterHandler] = [
@@ -27,4 +28,5 @@ CONTROLLERS: list[ControllerRouterHandler] = [
     RunStreamController,
     ClarifyController,
     ContextQueryController,
+    ui_router(),
 ]

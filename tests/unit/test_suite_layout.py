@@ -1,4 +1,4 @@
-"""The suite keeps its shape: tests live in one of three areas, and each fixture is defined once."""
+"""The suite keeps its shape: tests live in one of its areas, and each fixture is defined once."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 TESTS = Path(__file__).resolve().parents[1]
 ROOT = TESTS.parent
-AREAS = ("unit", "integration", "e2e")
+AREAS = ("unit", "integration", "e2e", "browser")
 
 
 def is_fixture(decorator: ast.expr) -> bool:
@@ -46,7 +46,7 @@ def test_no_fixture_is_defined_more_than_once():
         f"  {name}: {', '.join(where)}" for name, where in sorted(twice.items()))
 
 
-def test_every_test_module_lives_in_one_of_the_three_areas():
+def test_every_test_module_lives_in_one_of_the_areas():
     astray = [str(path.relative_to(ROOT)) for path in sorted(TESTS.rglob("test_*.py"))
               if path.relative_to(TESTS).parts[0] not in AREAS]
     assert not astray, f"test modules outside tests/{{{','.join(AREAS)}}}/: {', '.join(astray)}"

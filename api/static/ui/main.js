@@ -1,0 +1,219 @@
+// The run viewer: sign-in, workflows and runs, one run's page (live or replayed). Routes on location.
+
+import { apiKey, signIn, signOut, data, call, query, workflowOfRun, download, ApiError } from "./api.js";
+import { h, badge } from "./dom.js";
+import { emptyRun, applyMessage } from "./model.js";
+import { RunView } from "./view.js";
+import { StreamFollower } from "./follow.js";
+import { Player, SPEEDS, eventTimes } from "./replay.js";
+
+const main = document.getElementById("main");
+const banner = document.getElementById("banner");
+const STATUSES = ["CREATED", "RUNNING", "SUCCESS", "FAILED"];
+let leave = () => {};
+
+function say(text, kind = "info") {
+  banner.hidden = !text;
+  banner.textContent = text || "";
+  banner.dataset.kind = kind;
+}
+
+/** Go to a /ui/ path without reloading. */
+export function navigate(path) {
+  history.pushState(null, "", path);
+  route();
+}
+
+document.addEventListener("click", (event) => {
+  const link = event.target.closest("a[data-route]");
+  if (!link || event.ctrlKey || event.metaKey || event.shiftKey || event.button !== 0) return;
+  event.preventDefault();
+  navigate(link.getAttribute("href"));
+});
+window.addEventListener("popstate", () => route());
+document.getElementById("sign-out").addEventListener("click", () => { signOut(); route(); });
+
+function route() {
+  leave();
+  leave = () => {};
+  say("");
+  document.getElementById("sign-out").hidden = !apiKey();
+  if (!apiKey()) return showSignIn();
+  const found = location.pathname.match(/^\/ui\/runs\/([^/]+)\/?$/);
+  if (found) return showRun(decodeURIComponent(found[1]));
+  return showHome();
+}
+
+function showSignIn() {
+  document.title = "Sign in · flowtrail";
+  const input = h("input", { type: "password", id: "api-key", name: "api-key", autocomplete: "off", required: true });
+  const note = h("p", { role: "alert", class: "error-text" });
+  const form = h("form", { class: "panel sign-in", onsubmit: async (event) => {
+    event.preventDefault();
+    signIn(input.value.trim());
+    try {
+      await data("/workflows");
+      route();
+    } catch (error) {
+      signOut();
+      note.textContent = error instanceof ApiError && error.status === 401 ? "That key is not known." : error.message;
+    }
+  } }, h("h1", {}, "Sign in"), h("label", { for: "api-key" }, "API key"), input,
+    h("p", { class: "muted" }, "Kept in this tab's session storage only."), h("button", { type: "submit" }, "Sign in"), note);
+  main.replaceChildren(form);
+  input.focus();
+}
+
+async function showHome() {
+  document.title = "Runs · flowtrail";
+  const workflows = h("ul", { class: "workflows" });
+  const picker = h("select", { id: "filter-workflow", name: "workflow" }, h("option", { value: "" }, "All workflows"));
+  const boxes = STATUSES.map((s) => h("label", { class: "check" }, h("input", { type: "checkbox", name: "status", value: s }), ` ${s}`));
+  const rows = h("tbody");
+  const pager = h("div", { class: "pager" });
+  const cursors = [null];
+  const load = async (page) => {
+    const statuses = boxes.map((b) => b.firstChild).filter((b) => b.checked).map((b) => b.value);
+    const answer = await data("/runs" + query({ status: statuses, workflow: picker.value, limit: 20, cursor: cursors[page] }));
+    rows.replaceChildren(...answer.items.map(runRow));
+    if (!answer.items.length) rows.append(h("tr", {}, h("td", { colspan: 5, class: "muted" }, "No runs.")));
+    cursors[page + 1] = answer.nextCursor;
+    pager.replaceChildren(
+      h("button", { type: "button", disabled: page === 0, onclick: () => load(page - 1) }, "Newer"),
+      h("span", { class: "muted" }, ` page ${page + 1} `),
+      h("button", { type: "button", disabled: !answer.nextCursor, onclick: () => load(page + 1) }, "Older"));
+  };
+  const filters = h("form", { class: "filters", onsubmit: (e) => { e.preventDefault(); cursors.length = 1; load(0); } },
+    h("fieldset", {}, h("legend", {}, "Status"), ...boxes),
+    h("label", { for: "filter-workflow" }, "Workflow"), picker, h("button", { type: "submit" }, "Apply"));
+  main.replaceChildren(
+    h("section", { class: "panel" }, h("h1", {}, "Workflows"), workflows),
+    h("section", { class: "panel" }, h("h1", {}, "Recent runs"), filters,
+      h("div", { class: "table-wrap" }, h("table", { class: "runs" },
+        h("thead", {}, h("tr", {}, ...["Run", "Workflow", "Status", "Created", "Events"].map((t) => h("th", { scope: "col" }, t)))),
+        rows)), pager));
+  try {
+    for (const w of await data("/workflows")) {
+      workflows.append(h("li", {}, h("strong", {}, w.displayName || w.workflowName), h("code", {}, ` ${w.workflowName}`),
+        h("span", { class: "muted" }, ` v${w.version}`), w.description ? h("p", {}, w.description) : null));
+      picker.append(h("option", { value: w.workflowName }, w.workflowName));
+    }
+    await load(0);
+  } catch (error) {
+    say(error.message, "error");
+  }
+}
+
+function runRow(item) {
+  return h("tr", { dataset: { runId: item.runId } },
+    h("td", {}, h("a", { href: `/ui/runs/${item.runId}`, "data-route": true }, h("code", {}, item.runId.slice(0, 12)))),
+    h("td", {}, item.workflowName), h("td", {}, badge(item.status)),
+    h("td", {}, h("time", { datetime: item.createdAt }, new Date(item.createdAt).toLocaleString())),
+    h("td", {}, String(item.lastEventId)));
+}
+
+async function showRun(runId) {
+  document.title = `Run ${runId.slice(0, 8)} · flowtrail`;
+  const root = h("div", { id: "run", class: "run", dataset: { runId, mode: "live" } });
+  main.replaceChildren(root);
+  let workflowName;
+  try {
+    workflowName = await workflowOfRun(runId);
+  } catch (error) {
+    root.append(h("p", { class: "error-text", role: "alert" }, error.message));
+    return;
+  }
+  const runPath = `/workflows/${encodeURIComponent(workflowName)}/runs/${encodeURIComponent(runId)}`;
+  const received = [];
+  let run = emptyRun(runId);
+  let dirty = new Set(["run"]);
+  let frame = 0;
+  const replayBar = h("section", { class: "panel replay", "aria-label": "Replay", hidden: true });
+  const replayButton = h("button", { type: "button", disabled: true, onclick: () => startReplay() }, "Replay");
+  root.append(h("header", { class: "run-head" }, h("h1", {}, workflowName, " ", h("code", { class: "muted" }, runId)),
+    h("a", { href: "/ui/", "data-route": true }, "All runs"), replayButton), replayBar);
+  const view = new RunView(root, {
+    onAnswer: async (clarifyId, answer) => {
+      try {
+        await call(`/runs/${encodeURIComponent(runId)}/resume`, { method: "POST",
+          headers: { "Content-Type": "application/json" }, body: JSON.stringify({ clarifyId, answer }) });
+      } catch (error) {
+        if (!(error instanceof ApiError && error.code === "CLARIFY_ALREADY_ANSWERED")) throw error;
+      }
+    },
+    onDownload: () => download(`${runPath}/workspace`, `${runId}-workspace.zip`).catch((e) => say(e.message, "error")),
+  });
+  let replayState = null;
+  const paint = () => {
+    frame = 0;
+    view.update(run, dirty);
+    dirty = new Set();
+    if (replayState) { // said with the paint that shows it, never before
+      Object.assign(root.dataset, { replayAt: replayState.at, replayDone: replayState.done, replayPlaying: replayState.playing });
+    }
+    replayButton.disabled = !run.terminal || root.dataset.mode === "replay";
+  };
+  const schedule = () => { if (!frame) frame = requestAnimationFrame(paint); };
+  const apply = (messages) => {
+    for (const message of messages) {
+      const changed = applyMessage(run, message);
+      if (changed) dirty.add(changed);
+    }
+    schedule();
+  };
+
+  const follower = new StreamFollower({
+    workflowName, runId,
+    onMessages: (messages) => { received.push(...messages); apply(messages); },
+    onState: (state) => {
+      root.dataset.stream = state.state;
+      if (state.state === "reconnecting") say(`Connection lost: reconnecting in ${state.seconds} s (attempt ${state.attempt} of ${state.of}), from event ${state.lastId}.`, "warn");
+      else if (state.state === "polling") say(`Connection lost: checking the run every ${state.seconds} s.`, "warn");
+      else if (state.state === "failed") say(state.message, "error");
+      else say("");
+    },
+    onResult: (result) => { // while the stream is away, the status comes from the polled result
+      if (!run.terminal) run.status = result.status;
+      dirty.add("run");
+      schedule();
+    },
+  });
+  let player = null;
+  follower.start();
+  leave = () => { follower.stop(); if (player) player.stop(); if (frame) cancelAnimationFrame(frame); };
+
+  async function startReplay() {
+    root.dataset.mode = "replay";
+    view.answerable = false;
+    replayButton.disabled = true;
+    const times = await eventTimes(runId).catch(() => new Map());
+    const last = received.length ? received.at(-1).id : 0;
+    const scrubber = h("input", { type: "range", id: "scrubber", min: 0, max: last, step: 1, value: 0 });
+    const position = h("output", { for: "scrubber", id: "replay-position" }, "0");
+    const jump = h("input", { type: "number", id: "jump-id", min: 0, max: last, inputmode: "numeric" });
+    const playButtons = Object.keys(SPEEDS).map((name) =>
+      h("button", { type: "button", dataset: { speed: name }, onclick: () => player.play(SPEEDS[name]) }, `Play ${name}`));
+    const pauseButton = h("button", { type: "button", onclick: () => player.stop() }, "Pause");
+    player = new Player(received, times, {
+      onSeek: (messages) => { run = emptyRun(runId); view.reset(); dirty = new Set(["run"]); apply(messages); },
+      onStep: apply,
+      onState: (state) => {
+        replayState = state;
+        schedule();
+        scrubber.value = String(state.at);
+        position.textContent = `event ${state.at} of ${state.last}`;
+      },
+    });
+    scrubber.addEventListener("input", () => player.seek(Number(scrubber.value)));
+    replayBar.replaceChildren(h("h2", {}, "Replay from the log"), h("div", { class: "replay-controls" }, ...playButtons, pauseButton),
+      h("label", { for: "scrubber" }, "Timeline"), scrubber, position,
+      h("form", { class: "jump", onsubmit: (e) => { e.preventDefault(); player.seek(Number(jump.value || 0)); } },
+        h("label", { for: "jump-id" }, "Jump to event id"), jump, h("button", { type: "submit" }, "Jump")),
+      h("button", { type: "button", onclick: () => { leave(); route(); } }, "Back to live"));
+    replayBar.hidden = false;
+    player.seek(0);
+    playButtons[0].focus();
+  }
+}
+
+route();

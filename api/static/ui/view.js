@@ -1,0 +1,186 @@
+// The run page's panels, built from the folded run (model.js): the same code for live and replay.
+
+import { h, badge, pretty } from "./dom.js";
+import { renderMarkdown } from "./markdown.js";
+import { visitsInOrder } from "./model.js";
+
+/** The run page: call `update(run, changed)` after applying messages, `reset()` before a rebuild. */
+export class RunView {
+  constructor(root, { onAnswer, onDownload }) {
+    this.root = root;
+    Object.assign(this, { onAnswer, onDownload, answerable: true });
+    this.cards = new Map();
+    this.visits = h("div", { class: "visits", "aria-label": "Visits" });
+    this.askfor = h("section", { class: "panel askfor", "aria-label": "Question", hidden: true });
+    this.todo = h("section", { class: "panel todo", "aria-label": "TODO list" });
+    this.decisions = h("section", { class: "panel decisions", "aria-label": "Planner decisions" });
+    this.outcome = h("section", { class: "panel outcome", "aria-label": "Output" });
+    this.events = h("ol", { class: "event-log", id: "event-log" });
+    this.eventCount = h("span", {}, "0");
+    root.append(this.askfor, h("div", { class: "layout" }, this.visits, h("aside", { class: "side" },
+      this.outcome, this.todo, this.decisions,
+      h("details", { class: "panel" }, h("summary", {}, "Event log (", this.eventCount, ")"), this.events),
+    )));
+  }
+
+  /** Forget everything shown (a replay jumps). */
+  reset() {
+    this.cards.clear();
+    this.visits.replaceChildren();
+    this.events.replaceChildren();
+    this.shownPause = undefined;
+  }
+
+  /** Show what changed: the visits in `changed` (a Set of visitUuids and "run"), the event log, the panels. */
+  update(run, changed) {
+    for (const key of changed) if (key !== "run" && run.visits.has(key)) this.card(run.visits.get(key));
+    this.order(run);
+    this.eventLog(run);
+    this.showPause(run);
+    this.showTodo(run);
+    this.showDecisions(run);
+    this.showOutcome(run);
+    Object.assign(this.root.dataset, { status: run.status, lastEventId: run.lastId, terminal: run.terminal });
+  }
+
+  order(run) {
+    const wanted = visitsInOrder(run).map((v) => this.cards.get(v.visitUuid).element);
+    const current = [...this.visits.children];
+    if (wanted.length !== current.length || wanted.some((el, i) => el !== current[i])) this.visits.replaceChildren(...wanted);
+  }
+
+  card(visit) {
+    let card = this.cards.get(visit.visitUuid);
+    if (!card) {
+      const summary = h("summary");
+      const body = h("div", { class: "visit-body" });
+      const details = h("details", { open: true }, summary, body);
+      card = { element: h("article", { class: "visit" }, details), details, summary, body, status: "RUNNING",
+        toggled: new Map() };
+      body.addEventListener("click", (event) => { // what the reader opened or closed stays so across repaints
+        const inner = event.target.closest("summary")?.parentElement;
+        if (!inner || !inner.dataset.key) return;
+        card.toggled.set(inner.dataset.key, !inner.open);
+        if (inner.dataset.key === "steps" && !inner.open) inner.append(stepList(card.visit));
+      });
+      this.cards.set(visit.visitUuid, card);
+    }
+    if (card.status === "RUNNING" && visit.status !== "RUNNING") card.details.open = false; // collapse on completion
+    card.status = visit.status;
+    card.visit = visit;
+    Object.assign(card.element.dataset, {
+      visitUuid: visit.visitUuid, nodeId: visit.nodeId, status: visit.status, sortOrder: visit.sortOrder ?? "",
+    });
+    card.summary.replaceChildren(
+      h("span", { class: "visit-label" }, visit.nodeLabel),
+      h("span", { class: "muted" }, ` ${visit.nodeType}${visit.iterSeq ? ` · visit ${visit.iterSeq}` : ""}`),
+      badge(visit.status),
+    );
+    card.body.replaceChildren(...visitBody(visit, card.toggled));
+  }
+
+  eventLog(run) {
+    const shown = this.events.children.length;
+    if (shown === run.log.length) return;
+    const items = run.log.slice(shown).map((e) => h("li", { dataset: { eventId: e.id } },
+      h("span", { class: "event-id" }, String(e.id)), ` ${e.event}${e.kind ? ` ${e.kind}` : ""}${e.nodeId ? ` · ${e.nodeId}` : ""}`));
+    this.events.append(...items);
+    this.eventCount.textContent = String(run.log.length);
+  }
+
+  showPause(run) {
+    const pause = run.pause;
+    if (this.shownPause === (pause && pause.clarifyId)) return;
+    this.shownPause = pause && pause.clarifyId;
+    this.askfor.hidden = !pause;
+    if (!pause) return this.askfor.replaceChildren();
+    const choices = pause.choices.map((choice, i) => h("label", { class: "choice" },
+      h("input", { type: "radio", name: "answer-choice", value: choice, checked: i === 0 }), ` ${choice}`));
+    const free = h("input", { type: "text", id: "answer-text", name: "answer-text", autocomplete: "off" });
+    const note = h("p", { class: "muted", role: "status" });
+    const submit = h("button", { type: "submit", disabled: !this.answerable }, "Send answer");
+    const form = h("form", { class: "askfor-form", onsubmit: async (event) => {
+      event.preventDefault();
+      const picked = form.querySelector("input[name=answer-choice]:checked");
+      const answer = free.value.trim() || (picked ? picked.value : "");
+      if (!answer) { note.textContent = "Pick a choice or write an answer."; return; }
+      submit.disabled = true;
+      note.textContent = "Sending…";
+      try {
+        await this.onAnswer(pause.clarifyId, answer);
+        note.textContent = "Answer sent; the run goes on.";
+      } catch (error) {
+        note.textContent = `Not sent: ${error.message}`;
+        submit.disabled = false;
+      }
+    } },
+      h("fieldset", {}, h("legend", {}, pause.question), ...choices),
+      h("label", { for: "answer-text" }, "Or your own answer"), free, submit, note);
+    this.askfor.replaceChildren(h("h2", {}, "The run asks"), form);
+  }
+
+  showTodo(run) {
+    const todo = run.todo;
+    this.todo.hidden = !todo;
+    if (todo) this.todo.replaceChildren(h("h2", {}, `TODO · ${todo.nodeLabel}`), todoList(todo.items));
+  }
+
+  showDecisions(run) {
+    this.decisions.hidden = !run.decisions.length;
+    if (this.decisions.childElementCount === run.decisions.length + 1) return;
+    this.decisions.replaceChildren(h("h2", {}, "Planner decisions"), h("ol", {}, ...run.decisions.map((d) =>
+      h("li", { dataset: { eventId: d.id } }, h("strong", {}, d.nextNodeId ?? "finish"),
+        d.fromNodeId ? ` after ${d.fromNodeId}` : "", h("p", {}, d.reason)))));
+  }
+
+  showOutcome(run) {
+    const parts = [h("h2", {}, "Run "), badge(run.status)];
+    if (run.error) parts.push(h("pre", { class: "error" }, run.error));
+    if (run.output) parts.push(h("h3", {}, "Output"), h("pre", { class: "output" }, pretty(run.output)));
+    if (run.terminal && run.status === "SUCCESS") {
+      if (run.files.length) parts.push(h("ul", { class: "files" }, ...run.files.map((f) => h("li", {}, f))));
+      parts.push(h("button", { type: "button", class: "download", onclick: () => this.onDownload() }, "Download workspace (zip)"));
+    }
+    this.outcome.replaceChildren(...parts);
+  }
+}
+
+function visitBody(visit, toggled) {
+  const opened = (key, byDefault) => (toggled.has(key) ? toggled.get(key) : byDefault);
+  const parts = [];
+  if (visit.statusText) parts.push(h("p", { class: "status-text", role: "status" }, visit.statusText));
+  if (visit.thinking) {
+    const thinking = h("div", { class: "thinking" });
+    renderMarkdown(thinking, visit.thinking);
+    parts.push(h("h3", {}, "Thinking"), thinking);
+  }
+  if (visit.todo) parts.push(h("h3", {}, "TODO"), todoList(visit.todo));
+  if (visit.tools.length) parts.push(h("h3", {}, "Tool calls"), ...visit.tools.map((call, i) => toolCard(call, opened(`tool-${i}`, call.open), `tool-${i}`)));
+  if (visit.steps.length) {
+    const open = opened("steps", false); // the list is built only while it is open (a visit may have thousands)
+    parts.push(h("details", { class: "steps", open, dataset: { key: "steps" } },
+      h("summary", {}, `Steps (${visit.steps.length})`), open ? stepList(visit) : null));
+  }
+  if (visit.error) parts.push(h("pre", { class: "error" }, visit.error));
+  if (visit.output) parts.push(h("h3", {}, "Output"), h("pre", { class: "output" }, pretty(visit.output.data ?? visit.output)));
+  return parts;
+}
+
+function stepList(visit) {
+  return h("ol", {}, ...visit.steps.map((step) => h("li", {}, step)));
+}
+
+function toolCard(call, open, key) {
+  return h("details", { class: "tool", open, dataset: { key, tool: call.tool ?? "", open: call.open } },
+    h("summary", {}, h("code", {}, call.tool ?? "tool"), " ", badge(call.open ? "RUNNING" : "DONE")),
+    call.args ? h("pre", { class: "args" }, call.args) : null,
+    call.progress ? h("p", { class: "muted" }, call.progress) : null,
+    call.result !== null ? h("pre", { class: "result" }, call.result) : null);
+}
+
+function todoList(items) {
+  const list = Array.isArray(items) ? items : [];
+  return h("ul", { class: "todo-list" }, ...list.map((item) => h("li", { dataset: { status: item.status ?? "" } },
+    h("span", { class: "todo-mark", "aria-hidden": "true" }, item.status === "completed" ? "✓" : item.status === "in_progress" ? "…" : "○"),
+    ` ${item.content ?? pretty(item)}`, h("span", { class: "muted" }, item.status ? ` (${item.status})` : ""))));
+}
