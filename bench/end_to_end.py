@@ -20,7 +20,6 @@ import re
 import sys
 import time
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import httpx
