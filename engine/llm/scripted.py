@@ -137,8 +137,7 @@ class ScriptedProvider(CollectingProvider):
                 made_calls = made_calls or isinstance(chunk, ToolCallReady)
                 pieces += isinstance(chunk, (TextDelta, ReasoningDelta))
                 yield chunk
-                if self.pace_seconds:
-                    await _wait(cancel, self.pace_seconds)
+                await _wait(cancel, self.pace_seconds)
         _check(cancel)
         prompt = sum(len((m.content or "").split()) for m in request.messages)
         yield Usage(prompt_tokens=prompt, completion_tokens=pieces)
@@ -192,8 +191,15 @@ def _check(cancel: asyncio.Event | None) -> None:
 
 
 async def _wait(cancel: asyncio.Event | None, seconds: float | None) -> None:
-    """Sleep `seconds` (forever if None), waking early with LlmCancelled if `cancel` is set."""
+    """Sleep `seconds` (forever if None), waking early with LlmCancelled if `cancel` is set.
+
+    Zero seconds only lets the other tasks run, as a model's network read would (a bare
+    `asyncio.sleep(0)`: no timer, no waiter on `cancel`).
+    """
     _check(cancel)
+    if seconds == 0:
+        await asyncio.sleep(0)
+        return
     if cancel is None:
         await (asyncio.sleep(seconds) if seconds is not None else asyncio.Event().wait())
         return

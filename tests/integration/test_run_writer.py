@@ -153,3 +153,17 @@ async def test_callers_cancelled_in_the_middle_of_appends_leave_the_writer_in_st
     events = await services.runs.events(run_id)
     assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
     assert writer.run.version == events[-1].originator_version
+
+
+@pytest.mark.services(load_demos=False, coalesce_ms=600_000)
+async def test_chunks_that_are_never_merged_are_stored_without_waiting_for_the_window(services):
+    run_id = await new_run(services)
+    writer = await services.runs.writer(run_id)
+    visit = await open_visit(writer)
+    for i in range(3):
+        await writer.stream(visit_uuid=visit, node_id="research", kind="status", content=f"note {i}")
+    async with asyncio.timeout(60):  # far less than the ten-minute window
+        while len([e for e in await services.runs.events(run_id) if isinstance(e, ev.NodeStreamed)]) < 3:
+            await asyncio.sleep(0.01)
+    assert [e.content for e in await services.runs.events(run_id) if isinstance(e, ev.NodeStreamed)] == [
+        "note 0", "note 1", "note 2"]
