@@ -96,9 +96,11 @@ async def follow(emit: Any, base_url: str, paths: list[str]) -> dict[str, Any]:
 
     everything = asyncio.gather(*(_read_one(base_url, path, on_connected) for path in paths))
     waiter = asyncio.ensure_future(all_connected.wait())
-    await asyncio.wait([everything, waiter], return_when=asyncio.FIRST_COMPLETED)
-    if everything.done() and everything.exception() is not None:
-        raise everything.exception()  # type: ignore[misc]
+    either: list[asyncio.Future[Any]] = [everything, waiter]
+    await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+    failure = everything.exception() if everything.done() else None
+    if failure is not None:
+        raise failure
     emit("connected")
     results = await everything
     waiter.cancel()
@@ -146,7 +148,7 @@ class Bench:
         clients = (await call.result(timeout=1200))["clients"]
         cpu1 = cpu_seconds(self.host.pid)
         logs = await asyncio.gather(*(self.http.get(f"/api/v1/runs/{r}/events") for r in run_ids))
-        delays = []
+        delays: list[float] = []
         for got, log in zip(clients, logs):
             stamps = _timestamps(log.raise_for_status().text)
             delays.extend(arrival - stamps[fid] for fid, arrival in zip(got["ids"], got["arrivals"]))
