@@ -4,8 +4,7 @@ A task cancelled while its append is in flight must not leave the writer unsure 
 the events were stored; shielding lets the append finish (and the writer fold it) while
 the cancelled task moves on. A stream chunk that the writer only buffers has no suspension
 point, so it is handed over directly; the journal counts the chunks since its last append
-(never fewer than the writer holds) to know when the writer may flush, and asks the writer
-whether a status would wait for a backlog (see RunWriter.backlogged).
+(never fewer than the writer holds) to know when the writer may flush.
 """
 
 from __future__ import annotations
@@ -39,10 +38,9 @@ class Journal:
 
     async def stream(self, *, visit_uuid: str, node_id: str, kind: str, content: str, tool_name: str | None = None) -> None:
         """Append (buffered) one stream chunk of a visit."""
-        waits = self.writer.backlogged(kind)
         step = self.writer.stream(visit_uuid=visit_uuid, node_id=node_id, kind=kind, content=content, tool_name=tool_name)
         self._unflushed += 1
-        if self.writer.coalesce_seconds > 0 and self._unflushed < MAX_BUFFERED_CHUNKS and not waits:
+        if self.writer.coalesce_seconds > 0 and self._unflushed < MAX_BUFFERED_CHUNKS:
             await step
             return
         self._unflushed = 0

@@ -137,7 +137,8 @@ class ScriptedProvider(CollectingProvider):
                 made_calls = made_calls or isinstance(chunk, ToolCallReady)
                 pieces += isinstance(chunk, (TextDelta, ReasoningDelta))
                 yield chunk
-                await _wait(cancel, self.pace_seconds)
+                if self.pace_seconds:
+                    await _wait(cancel, self.pace_seconds)
         _check(cancel)
         prompt = sum(len((m.content or "").split()) for m in request.messages)
         yield Usage(prompt_tokens=prompt, completion_tokens=pieces)
@@ -193,8 +194,8 @@ def _check(cancel: asyncio.Event | None) -> None:
 async def _wait(cancel: asyncio.Event | None, seconds: float | None) -> None:
     """Sleep `seconds` (forever if None), waking early with LlmCancelled if `cancel` is set.
 
-    Zero seconds only lets the other tasks run, as a model's network read would (a bare
-    `asyncio.sleep(0)`: no timer, no waiter on `cancel`).
+    Zero seconds (a `sleep 0` step) only lets the other tasks run: a bare `asyncio.sleep(0)`,
+    no timer and no waiter on `cancel`.
     """
     _check(cancel)
     if seconds == 0:

@@ -1,14 +1,10 @@
 """The single writer of one run in this process: decide, append, then publish, in order.
 
-Thinking chunks are buffered for a short window; consecutive thinking chunks of one visit
+Stream chunks are buffered for a short window; consecutive thinking chunks of one visit
 are merged (chunks of other visits in between do not break the run), and everything
-buffered is appended in one transaction. Status chunks are never merged, so they do not
-wait for the window: the first one starts a flush at once, and those that come while it is
-being stored go together in the next (a group commit: one transaction per store round trip);
-past MAX_BACKLOG_CHUNKS of them waiting, their producer waits for the append in flight.
-When a full buffer is handed to the store, the caller goes on buffering while it is
-written; at most one such append is in flight, and the next starts only after it
-succeeded, so positions never skip.
+buffered is appended in one transaction. When a full buffer is handed to the store, the
+caller goes on buffering while it is written; at most one such append is in flight, and
+the next starts only after it succeeded, so positions never skip.
 """
 
 from __future__ import annotations
@@ -25,11 +21,7 @@ from engine.store import AsyncEventStore
 from engine.streams.hot import LiveHub
 
 MERGEABLE_KINDS = frozenset({"thinking"})
-URGENT_KINDS = frozenset({"status"})
-"""Kinds flushed at once rather than within the window (never merged, and read as progress by people)."""
 MAX_BUFFERED_CHUNKS = 2048
-MAX_BACKLOG_CHUNKS = 256
-"""Urgent chunks buffered while a flush is storing, before their producer waits for it (bounds their delay)."""
 
 Decision = Callable[[Run, datetime], ev.RunEvent]
 
@@ -68,7 +60,6 @@ class RunWriter:
         self._timer: asyncio.TimerHandle | None = None
         self._flush_error: BaseException | None = None
         self._appending: asyncio.Future[None] | None = None
-        self._flushing: asyncio.Future[None] | None = None
         self.chunks_received = 0
 
     async def decide(self, *decisions: Decision) -> list[ev.RunEvent]:
@@ -90,7 +81,7 @@ class RunWriter:
     async def stream(
         self, *, visit_uuid: str, node_id: str, kind: str, content: str, tool_name: str | None = None
     ) -> None:
-        """Buffer one stream chunk; it is appended within the coalescing window (at once for a status)."""
+        """Buffer one stream chunk; it is appended within the coalescing window."""
         self._raise_flush_error()
         check_stream_chunk(self.run, visit_uuid, kind)
         self.chunks_received += 1
@@ -108,30 +99,8 @@ class RunWriter:
             await self.flush()
         elif len(self._chunks) >= MAX_BUFFERED_CHUNKS:
             await self._hand_over()
-        elif kind in URGENT_KINDS:
-            if self.backlogged(kind):
-                await self._hand_over()
-            else:
-                self._flush_now()
         elif self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(self.coalesce_seconds, self._flush_soon)
-
-    def backlogged(self, kind: str) -> bool:
-        """True when a chunk of this kind would wait for the append in flight (a status past the backlog)."""
-        return kind in URGENT_KINDS and self._flushing is not None and len(self._chunks) >= MAX_BACKLOG_CHUNKS
-
-    def _flush_now(self) -> None:
-        """Start flushing in the background unless a flush started so is still storing (it takes these chunks too)."""
-        if self._flushing is None:
-            self._flushing = asyncio.ensure_future(self._flush_while_buffered())
-            self._flushing.add_done_callback(self._remember_error)
-
-    async def _flush_while_buffered(self) -> None:
-        try:
-            while self._chunks:
-                await self.flush()
-        finally:
-            self._flushing = None
 
     def _flush_soon(self) -> None:
         self._timer = None

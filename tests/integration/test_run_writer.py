@@ -13,7 +13,7 @@ from domain import run as decide
 from domain.errors import IllegalTransition, RunAlreadyStarted
 from engine.bootstrap import build_services
 from engine.store import ConcurrentAppend
-from engine.streams.writer import MAX_BACKLOG_CHUNKS, MAX_BUFFERED_CHUNKS
+from engine.streams.writer import MAX_BUFFERED_CHUNKS
 from tests.support.api import log_end
 from tests.support.runs import finish, new_run, open_visit, stream_steps
 from tests.support.server import server_settings
@@ -152,33 +152,4 @@ async def test_callers_cancelled_in_the_middle_of_appends_leave_the_writer_in_st
     await finish(writer, visit)
     events = await services.runs.events(run_id)
     assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
-    assert writer.run.version == events[-1].originator_version
-
-
-@pytest.mark.services(load_demos=False, coalesce_ms=600_000)
-async def test_chunks_that_are_never_merged_are_stored_without_waiting_for_the_window(services):
-    run_id = await new_run(services)
-    writer = await services.runs.writer(run_id)
-    visit = await open_visit(writer)
-    for i in range(3):
-        await writer.stream(visit_uuid=visit, node_id="research", kind="status", content=f"note {i}")
-    async with asyncio.timeout(60):  # far less than the ten-minute window
-        while len([e for e in await services.runs.events(run_id) if isinstance(e, ev.NodeStreamed)]) < 3:
-            await asyncio.sleep(0.01)
-    assert [e.content for e in await services.runs.events(run_id) if isinstance(e, ev.NodeStreamed)] == [
-        "note 0", "note 1", "note 2"]
-
-
-@pytest.mark.services(load_demos=False, coalesce_ms=600_000)
-async def test_status_chunks_past_the_backlog_wait_for_the_append_in_flight_and_positions_never_skip(services):
-    run_id = await new_run(services)
-    writer = await services.runs.writer(run_id)
-    visit = await open_visit(writer)
-    count = 3 * MAX_BACKLOG_CHUNKS + 10
-    for i in range(count):
-        await writer.stream(visit_uuid=visit, node_id="research", kind="status", content=f"note {i}")
-    await writer.flush()
-    events = await services.runs.events(run_id)
-    assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
-    assert [e.content for e in events if isinstance(e, ev.NodeStreamed)] == [f"note {i}" for i in range(count)]
     assert writer.run.version == events[-1].originator_version

@@ -160,7 +160,7 @@ async def test_pace_spaces_chunks_out_and_cancel_cuts_the_pause_short():
     assert time.monotonic() - started < 1
 
 
-async def test_at_zero_pace_other_tasks_run_between_chunks_as_they_would_between_network_reads():
+async def test_a_zero_sleep_step_lets_other_tasks_run():
     ticks = 0
 
     async def ticking() -> None:
@@ -170,11 +170,12 @@ async def test_at_zero_pace_other_tasks_run_between_chunks_as_they_would_between
             await asyncio.sleep(0)
 
     ticker = asyncio.ensure_future(ticking())
+    await asyncio.sleep(0)
     seen = []
-    async for _ in ScriptedProvider([[{"status": "a"}, {"sleep": 0}, {"status": "b"}, {"status": "c"}]]).stream(ask()):
+    async for _ in ScriptedProvider([[{"status": "a"}, {"sleep": 0}, {"status": "b"}]]).stream(ask()):
         seen.append(ticks)
     ticker.cancel()
-    assert seen[:3] == sorted(set(seen[:3])) and seen[0] < seen[1] < seen[2]
+    assert seen[1] > seen[0]
 
 
 async def test_a_zero_sleep_step_still_stops_a_cancelled_stream():
