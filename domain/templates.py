@@ -98,6 +98,8 @@ def render_template(text: str, scope: dict[str, Any]) -> str:
 def render_value(value: Any, scope: dict[str, Any]) -> Any:
     """Render strings inside dicts and lists; a string that is exactly one `{{path}}` keeps the value's type."""
     if isinstance(value, str):
+        if "{{" not in value:
+            return value  # no reference: nothing to render (a fast path for long scripts)
         whole = REFERENCE_RE.fullmatch(value)
         if whole:
             return resolve(whole.group(1), scope)

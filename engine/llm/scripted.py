@@ -192,8 +192,15 @@ def _check(cancel: asyncio.Event | None) -> None:
 
 
 async def _wait(cancel: asyncio.Event | None, seconds: float | None) -> None:
-    """Sleep `seconds` (forever if None), waking early with LlmCancelled if `cancel` is set."""
+    """Sleep `seconds` (forever if None), waking early with LlmCancelled if `cancel` is set.
+
+    Zero seconds (a `sleep 0` step) only lets the other tasks run: a bare `asyncio.sleep(0)`,
+    no timer and no waiter on `cancel`.
+    """
     _check(cancel)
+    if seconds == 0:
+        await asyncio.sleep(0)
+        return
     if cancel is None:
         await (asyncio.sleep(seconds) if seconds is not None else asyncio.Event().wait())
         return

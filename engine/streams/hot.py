@@ -47,10 +47,45 @@ class HotRun:
         self.complete = False
         self.first_page = asyncio.Event()
         self.store_last = 0
-        self.watchers = 0
-        self.writers = 0
+        self._watchers = 0
+        self._writers = 0
         self.touched = time.monotonic()
         self._changed = asyncio.Event()
+
+    @property
+    def watchers(self) -> int:
+        """Streams reading this run now; the last one to leave a finished run releases its frames."""
+        return self._watchers
+
+    @watchers.setter
+    def watchers(self, count: int) -> None:
+        self._watchers = count
+        self._release_if_finished()
+
+    @property
+    def writers(self) -> int:
+        """Writers of this run in this process; the last one to go from a finished run releases its frames."""
+        return self._writers
+
+    @writers.setter
+    def writers(self, count: int) -> None:
+        self._writers = count
+        self._release_if_finished()
+
+    def _release_if_finished(self) -> None:
+        """Drop the frames of a finished run nobody reads or writes, but its terminal message.
+
+        The store serves them to any later reader (a stream whose cursor is before the cut
+        reads the store, exactly as for frames dropped from a long run), so resume stays exact.
+        """
+        if self.terminal_id is None or self._watchers or self._writers or not self.complete:
+            return
+        cut = bisect.bisect_left(self.ids, self.terminal_id)
+        if cut:
+            self.dropped_upto = self.ids[cut - 1]
+            del self.ids[:cut]
+            del self.frames[:cut]
+            del self.topics[:cut]
 
     @property
     def loaded(self) -> bool:

@@ -25,3 +25,37 @@ def test_a_big_closing_message_waits_for_a_batch_of_its_own_and_nothing_is_skipp
     assert len(second) == 1 and b'"status":"SUCCESS"' in second[0]
     assert end == run.events[-1].originator_version
     assert hot.frames_after(end) == ([], end)
+
+
+def finished_run() -> RunLog:
+    run = RunLog().created().started()
+    visit = run.visit("A")
+    for i in range(50):
+        run.stream(visit, "status", f"note {i}")
+    return run.complete(visit, {"done": True}).record(visit).finish({"done": True})
+
+
+def test_a_finished_run_whose_writer_left_keeps_only_its_terminal_message_and_sends_the_rest_from_the_store():
+    run = finished_run()
+    hot = HotRun(RUN_ID, max_frames=10_000, encode_frame=encode_frame)
+    hot.complete = True
+    hot.writers = 1
+    hot.offer(run.events)
+    assert len(hot.ids) > 50
+    hot.writers = 0
+    assert hot.ids == [hot.terminal_id] and hot.terminal_id == run.events[-1].originator_version
+    assert not hot.covers(0) and hot.covers(hot.terminal_id - 1)
+    terminal, _ = hot.frames_after(hot.terminal_id - 1)
+    assert len(terminal) == 1 and b"event: workflow_complete" in terminal[0]
+
+
+def test_a_finished_run_keeps_its_frames_while_a_stream_reads_it():
+    hot = HotRun(RUN_ID, max_frames=10_000, encode_frame=encode_frame)
+    hot.complete = True
+    hot.watchers = 1
+    hot.offer(finished_run().events)
+    kept = list(hot.ids)
+    hot.writers = 0
+    assert hot.ids == kept and hot.covers(0)
+    hot.watchers = 0
+    assert hot.ids == [hot.terminal_id]

@@ -160,6 +160,31 @@ async def test_pace_spaces_chunks_out_and_cancel_cuts_the_pause_short():
     assert time.monotonic() - started < 1
 
 
+async def test_a_zero_sleep_step_lets_other_tasks_run():
+    ticks = 0
+
+    async def ticking() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    ticker = asyncio.ensure_future(ticking())
+    await asyncio.sleep(0)
+    seen = []
+    async for _ in ScriptedProvider([[{"status": "a"}, {"sleep": 0}, {"status": "b"}]]).stream(ask()):
+        seen.append(ticks)
+    ticker.cancel()
+    assert seen[1] > seen[0]
+
+
+async def test_a_zero_sleep_step_still_stops_a_cancelled_stream():
+    cancel = asyncio.Event()
+    cancel.set()
+    with pytest.raises(LlmCancelled):
+        await chunks_of(ScriptedProvider([[{"sleep": 0}, {"text": "never"}]]), cancel=cancel)
+
+
 async def test_each_call_plays_the_next_turn_and_an_exhausted_script_repeats_the_last():
     provider = ScriptedProvider([[{"text": "first"}], [{"text": "second"}]])
     texts = [(await provider.complete(ask())).text for _ in range(4)]

@@ -1,0 +1,275 @@
+"""Speed through the whole path (issue 16): HTTP create and start, the engine, the scripted model, the writer, the stream.
+
+The host is a separate process built as `flowtrail serve` builds it (`python -m bench.host`,
+scripted pace 0), publishing this bench's workflows from FLOWTRAIL_WORKFLOWS_DIR: one `llm`
+node (or three in a chain) whose script emits `status` steps of ~200 bytes, then a text answer.
+Clients (a process of raw-socket SSE readers, `python -m bench.end_to_end --client`) attach
+with `types=node_stream` before the run is started and record each frame's id and arrival
+time. A frame's delay is its arrival minus the chunk's timestamp in the run's log (read back
+from `GET /api/v1/runs/{id}/events`, where each NodeStreamed keeps the time the writer took it).
+
+    python -m bench.end_to_end [--store both|sqlite|postgres] [--n 10000] [--runs 2] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+import time
+from datetime import datetime
+from typing import Any
+
+import httpx
+
+from bench.channel import Worker, serve_commands
+from bench.cli import run_loop, store_kinds
+from bench.figures import median, ms, percentile, print_table, verdict
+from bench.fleet import Fleet
+from bench.machine import cpu_seconds, machine_idle, rss_kib
+from bench.names import API_KEY
+
+STATUS_TEXT = "progress " + "x" * 190  # ~200 bytes of status, with its index in front
+_ID = re.compile(rb"id: (\d+)\r\nevent: (\w+)")
+
+
+def workflow(name: str, nodes: int, steps: int) -> dict[str, Any]:
+    """A DAG of `nodes` llm nodes in a chain (then an output node), each scripted to emit `steps` status steps then answer."""
+    script = [[*({"status": f"{i:06d} {STATUS_TEXT}"} for i in range(steps)), {"text": "done"}]]
+    ids = [f"step-{k + 1}" for k in range(nodes)]
+    llm = [{"id": node, "type": "llm", "label": node, "data": {"model_id": "scripted", "prompt": "go", "script": script}}
+           for node in ids]
+    chain = ["input", *ids, "result"]
+    output = {"id": "result", "type": "output", "label": "result",
+              "data": {"outputs": [{"name": "text", "type": "string", "value": f"{{{{{ids[-1]}.text}}}}"}]}}
+    return {
+        "name": name, "displayName": name, "description": "end-to-end bench", "mode": "DAG",
+        "nodes": [{"id": "input", "type": "userInput", "label": "in", "data": {"inputs": []}}, *llm, output],
+        "edges": [{"source": a, "target": b} for a, b in zip(chain, chain[1:])],
+    }
+
+
+# ---- the client process -------------------------------------------------------------------
+
+
+async def _read_one(base_url: str, path: str, on_connected: Any) -> dict[str, Any]:
+    """One raw SSE client: (id, arrival) of every node_stream frame until the stream ends."""
+    clock = time.time
+    host, _, port = base_url.removeprefix("http://").partition(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write((f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAccept: text/event-stream\r\n"
+                  f"X-API-Key: {API_KEY}\r\nConnection: close\r\n\r\n").encode())
+    head = await reader.readuntil(b"\r\n\r\n")
+    if b" 200 " not in head.split(b"\r\n", 1)[0]:
+        raise RuntimeError(f"{path}: {head[:300]!r}")
+    on_connected()
+    ids: list[int] = []
+    arrivals: list[float] = []
+    tail = b""
+    try:
+        while data := await reader.read(1 << 18):
+            now = clock()
+            data = tail + data
+            cut = data.rfind(b"\r\n\r\n") + 4
+            tail = data[cut:] if cut >= 4 else data
+            for fid, event in _ID.findall(data, 0, cut if cut >= 4 else 0):
+                if event == b"node_stream":
+                    ids.append(int(fid))
+                    arrivals.append(now)
+    finally:
+        writer.close()
+    return {"ids": ids, "arrivals": arrivals}
+
+
+async def follow(emit: Any, base_url: str, paths: list[str]) -> dict[str, Any]:
+    """Attach one client per path; emits `connected` once all have their headers, answers when all ended."""
+    connected = 0
+    all_connected = asyncio.Event()
+
+    def on_connected() -> None:
+        nonlocal connected
+        connected += 1
+        if connected == len(paths):
+            all_connected.set()
+
+    everything = asyncio.gather(*(_read_one(base_url, path, on_connected) for path in paths))
+    waiter = asyncio.ensure_future(all_connected.wait())
+    either: list[asyncio.Future[Any]] = [everything, waiter]
+    await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+    failure = everything.exception() if everything.done() else None
+    if failure is not None:
+        raise failure
+    emit("connected")
+    results = await everything
+    waiter.cancel()
+    return {"clients": results}
+
+
+# ---- the orchestrator ---------------------------------------------------------------------
+
+
+def _timestamps(lines: str) -> dict[int, float]:
+    """NodeStreamed positions and their times, from the events endpoint's JSON lines."""
+    out = {}
+    for line in lines.splitlines():
+        event = json.loads(line)
+        if event["type"] == "NodeStreamed":
+            out[event["originator_version"]] = datetime.fromisoformat(event["timestamp"]).timestamp()
+    return out
+
+
+class Bench:
+    """One host, one client process, one HTTP client: creates, attaches, starts, measures."""
+
+    def __init__(self, host: Worker, client: Worker) -> None:
+        self.host = host
+        self.client = client
+        self.base = host.info["base_url"]
+        self.http = httpx.AsyncClient(base_url=self.base, headers={"X-API-Key": API_KEY}, timeout=300.0)
+
+    async def runs(self, name: str, count: int) -> dict[str, Any]:
+        """Create `count` runs, attach a client to each, start them all; the times and frames of each."""
+        t_create = time.time()
+        created = await asyncio.gather(*(self.http.post(f"/api/v1/workflows/{name}/runs", json={}) for _ in range(count)))
+        run_ids = [r.raise_for_status().json()["data"]["runId"] for r in created]
+        call = self.client.send("follow", base_url=self.base,
+                                paths=[f"/api/v1/workflows/{name}/runs/{r}/stream?types=node_stream" for r in run_ids])
+        await call.wait("connected", timeout=120)
+        cpu0 = cpu_seconds(self.host.pid)
+
+        async def start(run_id: str) -> float:
+            sent = time.time()
+            (await self.http.post(f"/api/v1/workflows/{name}/runs/{run_id}/start")).raise_for_status()
+            return sent
+
+        t_start = await asyncio.gather(*(start(r) for r in run_ids))
+        clients = (await call.result(timeout=1200))["clients"]
+        cpu1 = cpu_seconds(self.host.pid)
+        logs = await asyncio.gather(*(self.http.get(f"/api/v1/runs/{r}/events") for r in run_ids))
+        delays: list[float] = []
+        for got, log in zip(clients, logs):
+            stamps = _timestamps(log.raise_for_status().text)
+            delays.extend(arrival - stamps[fid] for fid, arrival in zip(got["ids"], got["arrivals"]))
+        return {"t_create": t_create, "t_start": t_start, "clients": clients, "delays": delays, "cpu": cpu1 - cpu0}
+
+    async def close(self) -> None:
+        """Close the HTTP client."""
+        await self.http.aclose()
+
+
+def _events(result: dict[str, Any]) -> int:
+    return sum(len(c["ids"]) for c in result["clients"])
+
+
+def _last(result: dict[str, Any]) -> float:
+    return max(c["arrivals"][-1] for c in result["clients"])
+
+
+async def measure(bench: Bench, n: int, runs: int, fleet_n: int, fleet_runs: int, kept_runs: int) -> dict[str, float]:
+    """Every figure of the issue's table for one store (medians over `runs` repetitions)."""
+    figures: dict[str, list[float]] = {}
+
+    def add(key: str, value: float) -> None:
+        figures.setdefault(key, []).append(value)
+
+    await bench.runs("e2e-one-small", 1)  # warm-up
+    for _ in range(runs):
+        one = await bench.runs("e2e-one", 1)
+        add("rate", _events(one) / (_last(one) - one["t_create"]))
+        add("p50", ms(percentile(one["delays"], 50)))
+        add("p99", ms(percentile(one["delays"], 99)))
+        add("cpu", one["cpu"] / _events(one) * 1e6)
+        chain = await bench.runs("e2e-chain", 1)
+        arrivals = chain["clients"][0]["arrivals"]
+        add("chain", len(arrivals) / (arrivals[-1] - arrivals[0]))
+        small = await bench.runs("e2e-one-small", 1)
+        add("first", ms(small["clients"][0]["arrivals"][0] - small["t_create"]))
+        many = await bench.runs("e2e-one-small", fleet_runs)
+        add("fleet", _events(many) / (_last(many) - min(many["t_start"])))
+        add("fleet_first", ms(median([c["arrivals"][0] - s for c, s in zip(many["clients"], many["t_start"])])))
+        add("fleet_p99", ms(percentile(many["delays"], 99)))
+    await bench.host.call("gc", trim=True)
+    before = rss_kib(bench.host.pid)["VmRSS"]
+    for _ in range(kept_runs // 10):
+        await bench.runs("e2e-one-small", 10)
+    await bench.host.call("gc", trim=True)
+    after = rss_kib(bench.host.pid)["VmRSS"]
+    add("kept", (after - before) * 1024 / (kept_runs // 10 * 10 * fleet_n))
+    return {key: median(values) for key, values in figures.items()}
+
+
+ROWS = [
+    ("rate", "one run, N={n}: events/s, create to last event", 30000, True),
+    ("p50", "same, per-event delay p50 ms", 10, False),
+    ("p99", "same, per-event delay p99 ms", 50, False),
+    ("chain", "same, 3 nodes in a chain: streaming-phase events/s", 30000, True),
+    ("first", "one run, N={m}: create to first event ms", 20, False),
+    ("fleet", "{k} concurrent runs x {m} events: aggregate events/s", 30000, True),
+    ("fleet_first", "same: start to first event p50 ms", 100, False),
+    ("fleet_p99", "same: per-event delay p99 ms", 100, False),
+    ("cpu", "server CPU per event us (one run, N={n})", 40, False),
+    ("kept", "memory kept after {r} finished runs of {m} events, B/event", 300, False),
+]
+
+
+async def run(kinds: list[str], n: int, runs: int, concurrent: int, small: int, kept: int) -> None:
+    """Measure each store and print the table with each target beside its figure."""
+    found: dict[str, dict[str, float]] = {}
+    for kind in kinds:
+        async with Fleet("end-to-end") as fleet:
+            flows = fleet.workdir / "workflows"
+            flows.mkdir()
+            for name, nodes, steps in (("e2e-one", 1, n), ("e2e-chain", 3, n // 3), ("e2e-one-small", 1, small)):
+                (flows / f"{name}.json").write_text(json.dumps(workflow(name, nodes, steps)))
+            host = await fleet.host(fleet.store(kind), workflows_dir=flows, scripted_pace_seconds=0)
+            client = await Worker.start("bench.end_to_end", "--client", name="client")
+            fleet.workers.append(client)
+            bench = Bench(host, client)
+            try:
+                found[kind] = await measure(bench, n, runs, small, concurrent, kept)
+            finally:
+                await bench.close()
+    rows = []
+    for key, label, target, at_least in ROWS:
+        row: dict[str, Any] = {"case": label.format(n=f"{n:,}", m=f"{small:,}", k=concurrent, r=kept)}
+        for kind in kinds:
+            row[kind] = found[kind][key]
+            row[f"{kind} vs target"] = verdict(found[kind][key], target, at_least=at_least)
+        row["target"] = (">= " if at_least else "<= ") + f"{target:,}"
+        rows.append(row)
+    print_table(f"end to end (medians of {runs} run(s)); server CPU excludes the database's", rows)
+
+
+def add_args(parser: argparse.ArgumentParser) -> None:
+    """The bench's own options (defaults: the issue's table)."""
+    parser.add_argument("--n", type=int, default=10_000, help="status steps of the one-run cases")
+    parser.add_argument("--runs", type=int, default=2, help="repetitions (the figures are medians)")
+    parser.add_argument("--concurrent", type=int, default=50, help="runs of the concurrent case")
+    parser.add_argument("--small", type=int, default=1_000, help="steps of the small and concurrent runs")
+    parser.add_argument("--kept", type=int, default=100, help="finished runs of the memory case")
+    parser.add_argument("--quick", action="store_true", help="a quick look: N=2,000, 1 run, 10 concurrent, 20 kept")
+
+
+def main() -> None:
+    """`python -m bench.end_to_end`: measures at once (the machine's idle share is printed, not waited for)."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--store", choices=["both", "sqlite", "postgres"], default="both")
+    add_args(parser)
+    args = parser.parse_args()
+    if args.quick:
+        args.n, args.runs, args.concurrent, args.kept = 2_000, 1, 10, 20
+
+    async def go() -> None:
+        print(f"machine idle {await machine_idle(2.0):.0%} before measuring", file=sys.stderr, flush=True)
+        await run(store_kinds(args.store), args.n, args.runs, args.concurrent, args.small, args.kept)
+
+    run_loop(go())
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--client"]:
+        run_loop(serve_commands({"follow": follow}, {}))
+    else:
+        main()
