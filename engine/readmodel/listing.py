@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sqlite3
-import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -14,6 +12,7 @@ from typing import Any
 import asyncpg
 
 from engine.readmodel.table import COLUMNS, row_of
+from engine.store.sqlite_reads import ReadOnlyConnections
 from projections.run_row import RunRow
 
 
@@ -111,23 +110,11 @@ class SqliteRowReader:
 
     def __init__(self, path: Path, table: str, *, threads: int = 2) -> None:
         self.table = table
-        self._uri = f"{path.resolve().as_uri()}?mode=ro"
         self._executor = ThreadPoolExecutor(threads, thread_name_prefix="flowtrail-rows")
-        self._local = threading.local()
-        self._opened: list[sqlite3.Connection] = []
-        self._lock = threading.Lock()
-
-    def _connection(self) -> sqlite3.Connection:
-        connection = getattr(self._local, "connection", None)
-        if connection is None:
-            connection = sqlite3.connect(self._uri, uri=True, check_same_thread=False, isolation_level=None)
-            self._local.connection = connection
-            with self._lock:
-                self._opened.append(connection)
-        return connection
+        self._connections = ReadOnlyConnections(path)
 
     def _fetch(self, text: str, args: list[Any]) -> list[RunRow]:
-        return [row_of(r) for r in self._connection().execute(text, args).fetchall()]
+        return [row_of(r) for r in self._connections.get().execute(text, args).fetchall()]
 
     async def page(self, query: RunQuery) -> list[RunRow]:
         """One page of rows, newest first (up to limit + 1)."""
@@ -143,7 +130,4 @@ class SqliteRowReader:
     def close(self) -> None:
         """Stop the reader threads and close their connections."""
         self._executor.shutdown(wait=True)
-        with self._lock:
-            for connection in self._opened:
-                connection.close()
-            self._opened.clear()
+        self._connections.close()

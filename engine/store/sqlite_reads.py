@@ -17,15 +17,39 @@ from uuid import UUID
 Row = tuple[int, str, bytes]
 
 
+class ReadOnlyConnections:
+    """Read-only connections to one SQLite file, one per thread that asks, all closed together."""
+
+    def __init__(self, path: Path) -> None:
+        self.uri = f"{path.resolve().as_uri()}?mode=ro"
+        self._local = threading.local()
+        self._opened: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+
+    def get(self) -> sqlite3.Connection:
+        """This thread's connection, opened on first use."""
+        connection = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = sqlite3.connect(self.uri, uri=True, check_same_thread=False, isolation_level=None)
+            self._local.connection = connection
+            with self._lock:
+                self._opened.append(connection)
+        return connection
+
+    def close(self) -> None:
+        """Close every connection opened so far (their threads have stopped)."""
+        with self._lock:
+            for connection in self._opened:
+                connection.close()
+            self._opened.clear()
+
+
 class SqliteStreamReader:
     """Reads a stream's rows with read-only connections, one per reader thread."""
 
     def __init__(self, path: Path, table: str, *, threads: int = 2) -> None:
         self.executor = ThreadPoolExecutor(threads, thread_name_prefix="flowtrail-read")
-        self._uri = f"{path.resolve().as_uri()}?mode=ro"
-        self._local = threading.local()
-        self._opened: list[sqlite3.Connection] = []
-        self._lock = threading.Lock()
+        self._connections = ReadOnlyConnections(path)
         quoted = '"{}"'.format(table.replace('"', '""'))
         self._select = (
             f"SELECT originator_version, topic, state FROM {quoted} "
@@ -34,26 +58,17 @@ class SqliteStreamReader:
         self._select_last = f"SELECT COALESCE(MAX(originator_version), 0) FROM {quoted} WHERE originator_id = ?"
         self._select_any = f"SELECT 1 FROM {quoted} LIMIT 1"
 
-    def _connection(self) -> sqlite3.Connection:
-        connection = getattr(self._local, "connection", None)
-        if connection is None:
-            connection = sqlite3.connect(self._uri, uri=True, check_same_thread=False, isolation_level=None)
-            self._local.connection = connection
-            with self._lock:
-                self._opened.append(connection)
-        return connection
-
     def rows(self, stream_id: UUID, after: int, limit: int | None) -> list[Row]:
         """(position, tag, state) of the stream's rows after `after`, in order."""
-        return self._connection().execute(self._select, (stream_id.hex, after, -1 if limit is None else limit)).fetchall()
+        return self._connections.get().execute(self._select, (stream_id.hex, after, -1 if limit is None else limit)).fetchall()
 
     def last_position(self, stream_id: UUID) -> int:
         """The stream's last position (0: no such stream)."""
-        return int(self._connection().execute(self._select_last, (stream_id.hex,)).fetchone()[0])
+        return int(self._connections.get().execute(self._select_last, (stream_id.hex,)).fetchone()[0])
 
     def check_readable(self) -> None:
         """Open the file anew and query the table (the kept connections could go on reading a file gone bad)."""
-        connection = sqlite3.connect(self._uri, uri=True, check_same_thread=False, isolation_level=None, timeout=1.0)
+        connection = sqlite3.connect(self._connections.uri, uri=True, check_same_thread=False, isolation_level=None, timeout=1.0)
         try:
             connection.execute(self._select_any).fetchone()
         finally:
@@ -62,7 +77,4 @@ class SqliteStreamReader:
     def close(self) -> None:
         """Stop the reader threads and close their connections."""
         self.executor.shutdown(wait=True)
-        with self._lock:
-            for connection in self._opened:
-                connection.close()
-            self._opened.clear()
+        self._connections.close()
