@@ -1,4 +1,6 @@
-"""`flowtrail serve`: bind the port, then open the store and recover runs, then say "listening" and serve."""
+"""`flowtrail serve`: bind the port, then (SQLite) take the file's serve lock, then open the store, join the
+job workers (PostgreSQL) and recover runs, then say "listening" and serve. A process that cannot bind or lock
+touches no run."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import errno
 import logging
 import math
 import socket
+from typing import IO
 
 import uvicorn
 
@@ -13,8 +16,10 @@ from api.app import create_app
 from api.server import GracefulServer
 from api.sse import encode_frame
 from engine.bootstrap import build_services
+from engine.dispatch.solo import AlreadyServed, hold_serve_lock
 from engine.observability.logs import configure_logging, uvicorn_logging
 from engine.settings import Settings, SettingsError
+from engine.store import parse_database_url
 
 log = logging.getLogger("flowtrail")
 
@@ -35,6 +40,19 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def lock_sqlite(database_url: str) -> IO[str] | None:
+    """On SQLite, the file's serve lock (held while the returned file stays open); None on PostgreSQL."""
+    location = parse_database_url(database_url)
+    if location.kind != "sqlite":
+        return None
+    assert location.sqlite_path is not None
+    try:
+        return hold_serve_lock(location.sqlite_path)
+    except AlreadyServed as error:
+        raise SettingsError("FLOWTRAIL_DATABASE_URL", str(error),
+                            "one server per SQLite file (several replicas need PostgreSQL)") from None
+
+
 class Server(GracefulServer):
     """The graceful server on our socket; it says "listening" once the app has started and it accepts requests."""
 
@@ -51,6 +69,11 @@ def serve() -> int:
     settings = Settings.from_env()
     configure_logging(settings.log_format, settings.log_level)
     sock = bind(settings.host, settings.port)
+    try:
+        serve_lock = lock_sqlite(settings.store.database_url)
+    except SettingsError:
+        sock.close()
+        raise
     services = build_services(settings, encode_frame=encode_frame)
     if settings.demo_key_in_use:
         log.warning("FLOWTRAIL_API_KEYS is unset: created the API key 'demo-key' with no scope limit")
@@ -60,5 +83,9 @@ def serve() -> int:
         timeout_graceful_shutdown=math.ceil(settings.stream.shutdown_grace_seconds) or None,
         **uvicorn_logging(settings.log_level),
     )
-    Server(config, on_stop=services.hub.close_streams).run(sockets=[sock])
+    try:
+        Server(config, on_stop=services.hub.close_streams).run(sockets=[sock])
+    finally:
+        if serve_lock is not None:
+            serve_lock.close()
     return 0
