@@ -17,6 +17,7 @@ from api.server import GracefulServer
 from api.sse import encode_frame
 from engine.bootstrap import build_services
 from engine.dispatch.solo import AlreadyServed, hold_serve_lock
+from engine.dispatch.startup import StartupLock
 from engine.observability.logs import configure_logging, uvicorn_logging
 from engine.settings import Settings, SettingsError
 from engine.store import parse_database_url
@@ -56,9 +57,16 @@ def lock_sqlite(database_url: str) -> IO[str] | None:
 class Server(GracefulServer):
     """The graceful server on our socket; it says "listening" once the app has started and it accepts requests."""
 
+    started_up: StartupLock | None = None
+    """Released once the app has started (or failed to), so the next replica may start."""
+
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         """Start the app (the store opens, runs are recovered), then serve the sockets."""
-        await super().startup(sockets=sockets)
+        try:
+            await super().startup(sockets=sockets)
+        finally:
+            if self.started_up is not None:
+                self.started_up.release()
         if self.started and sockets:
             host, port = sockets[0].getsockname()[:2]
             log.info("listening on http://%s:%d (API docs at /schema/swagger)", host, port)
@@ -74,6 +82,10 @@ def serve() -> int:
     except SettingsError:
         sock.close()
         raise
+    location = parse_database_url(settings.store.database_url)
+    startup_lock = StartupLock(location) if location.kind == "postgres" else None
+    if startup_lock is not None:
+        startup_lock.acquire()
     services = build_services(settings, encode_frame=encode_frame)
     if settings.demo_key_in_use:
         log.warning("FLOWTRAIL_API_KEYS is unset: created the API key 'demo-key' with no scope limit")
@@ -83,9 +95,13 @@ def serve() -> int:
         timeout_graceful_shutdown=math.ceil(settings.stream.shutdown_grace_seconds) or None,
         **uvicorn_logging(settings.log_level),
     )
+    server = Server(config, on_stop=services.hub.close_streams)
+    server.started_up = startup_lock
     try:
-        Server(config, on_stop=services.hub.close_streams).run(sockets=[sock])
+        server.run(sockets=[sock])
     finally:
+        if startup_lock is not None:
+            startup_lock.release()
         if serve_lock is not None:
             serve_lock.close()
     return 0

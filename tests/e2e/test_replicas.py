@@ -48,6 +48,7 @@ TRUE_ENDS = ("SUCCESS", "FAILED")
 @pytest.fixture
 async def postgres(tmp_path) -> AsyncIterator[str]:
     url, schema = store_url("postgres", tmp_path)
+    assert schema is not None
     yield url
     drop_schema(schema)
 
