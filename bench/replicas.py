@@ -5,8 +5,8 @@ per row (scripted pace 0, demos loaded). The client starts `--runs` runs of `dem
 at most `--in-flight` at a time, spreading create/start requests over the replicas round
 robin (the job queue decides which replica executes a run), and follows each run's stream to
 its terminal event. A run's duration is from its start request to that event; throughput is
-runs per second of wall time. PostgreSQL connections of the schema's replicas are counted at
-the end (pg_stat_activity, by application name and in all).
+runs per second of wall time. The job queue's PostgreSQL connections (application name
+`flowtrail-jobs`) are counted at the end.
 
     python -m bench.replicas [--runs 300] [--in-flight 50] [--replicas 1,2,3]
 """
@@ -137,7 +137,7 @@ async def measure(replica_count: int, runs: int, in_flight: int, workdir: Path) 
         return {
             "replicas": replica_count, "runs": runs, "runs/s": runs / wall,
             "p50 run ms": percentile(durations, 50) * 1000, "p99 run ms": percentile(durations, 99) * 1000,
-            "pg conns (all)": sum(connections.values()), "jobs conns": connections.get("flowtrail-jobs", 0),
+            "job-queue conns": connections.get("flowtrail-jobs", 0),
         }
     finally:
         await asyncio.gather(*(r.stop() for r in replicas), return_exceptions=True)
