@@ -280,6 +280,34 @@ async def test_after_kill_9_of_the_executing_server_the_other_continues_the_run_
         await asyncio.gather(first.stop(), second.stop(), return_exceptions=True)
 
 
+async def test_a_stop_signal_hands_the_runs_of_a_replica_to_the_other_at_once_not_after_the_stall_threshold(
+        postgres, tmp_path):
+    first, second, run_id, follower, following = await executing_on_first(
+        postgres, tmp_path, FLOWTRAIL_WORKER_STALL_SECONDS="60")
+    try:
+        following.cancel()
+        before = len(stored_events(postgres, run_id))
+        assert first.process is not None
+        first.process.terminate()
+        stopped = time.perf_counter()
+        await asyncio.to_thread(first.process.wait, 15)
+        assert first.process.returncode == 0
+        while len(stored_events(postgres, run_id)) == before or await runs_active(second) == 0:
+            if isinstance(stored_events(postgres, run_id)[-1], ev.RunCompleted):
+                break
+            assert time.perf_counter() - stopped < 15, "the stopped replica's run was not handed back"
+            await asyncio.sleep(0.05)
+        handed = time.perf_counter() - stopped
+        async with second.client() as b:
+            rest = await asyncio.wait_for(read_stream(b, path(run_id, "/stream"), last_event_id=follower.ids[-1]), 30)
+        print(f"\nSIGTERM: the other replica went on with the run {handed:.1f} s after the signal "
+              f"(stall threshold 60 s)")
+        assert rest.ended and rest.events[-1] == "workflow_complete"
+        assert "Traceback" not in first.log()
+    finally:
+        await asyncio.gather(first.stop(), second.stop(), return_exceptions=True)
+
+
 def serve_once(server: ServerProcess, **env: str) -> subprocess.CompletedProcess[str]:
     """`flowtrail serve` with the server's environment (changed by `env`), expected to exit on its own."""
     return subprocess.run([sys.executable, "-m", "scripts.cli", "serve"], cwd=ROOT, env={**server.env, **env},
