@@ -2,7 +2,7 @@
 
 Every replica runs a procrastinate worker in its own process (an asyncio task, restarted
 with backoff when it fails, e.g. while PostgreSQL is down) and a periodic check that
-re-queues the jobs of workers that stopped heart-beating (a replica killed with -9), so
+replaces the jobs of workers that stopped heart-beating (a replica killed with -9), so
 another replica continues their runs from the log. On shutdown the worker stops at once:
 the jobs of runs still executing here are re-queued, never left `doing` nor marked done.
 """
@@ -16,7 +16,7 @@ from typing import Any
 from uuid import UUID
 
 from procrastinate import App, PsycopgConnector
-from procrastinate.jobs import Job
+from procrastinate.jobs import Job, Status
 from procrastinate.retry import BaseRetryStrategy, RetryDecision
 
 from engine.dispatch.schema import conninfo, ensure_job_schema
@@ -86,7 +86,7 @@ class JobDispatch:
         await self.app.open_async()
         self._tasks = [
             asyncio.create_task(self._supervise(), name="flowtrail-job-worker"),
-            asyncio.create_task(self._retry_stalled_forever(), name="flowtrail-stalled-jobs"),
+            asyncio.create_task(self._replace_stalled_forever(), name="flowtrail-stalled-jobs"),
         ]
 
     async def defer(self, run_id: UUID) -> None:
@@ -133,29 +133,38 @@ class JobDispatch:
             "abort_job_polling_interval": 60.0,
         }
 
-    async def _retry_stalled_forever(self) -> None:
+    async def _replace_stalled_forever(self) -> None:
         while True:
             await asyncio.sleep(self.settings.heartbeat_seconds)
             try:
-                await self.retry_stalled()
+                await self.replace_stalled()
             except Exception as error:  # noqa: BLE001 - the worker's supervisor reports outages; this tries again
                 logger.debug("stalled-job check failed: %s", error)
 
-    async def retry_stalled(self) -> int:
-        """Re-queue the jobs of workers silent for longer than the stall threshold; how many were."""
+    async def replace_stalled(self) -> int:
+        """Replace the jobs of workers silent for longer than the stall threshold; how many were.
+
+        Each gets a new job on the same lock, then is marked aborted (which lets the new one run). A new job,
+        not `retry_job`: a worker that was only slow would otherwise finish (delete) the job another replica
+        now executes, and free the run's lock. Two replicas replacing one job at once make a duplicate job,
+        which is harmless.
+        """
         manager = self.app.job_manager
-        stalled = list(await manager.get_stalled_jobs(seconds_since_heartbeat=self.settings.stall_seconds))
-        retried = 0
+        stalled = await manager.get_stalled_jobs(task_name=TASK_NAME, seconds_since_heartbeat=self.settings.stall_seconds)
+        replaced = 0
         for job in stalled:
-            try:
-                await manager.retry_job(job)
-            except Exception as error:  # noqa: BLE001 - another replica re-queued it first
-                logger.debug("stalled job %s not re-queued: %s", job.id, error)
+            if job.lock is None:
                 continue
-            retried += 1
-            logger.warning("run %s: its replica stopped heart-beating; re-queued its job", job.lock)
+            await self.defer(UUID(hex=job.lock))
+            try:
+                await manager.finish_job(job, status=Status.ABORTED, delete_job=False)
+            except Exception as error:  # noqa: BLE001 - another replica replaced it first
+                logger.debug("stalled job %s was replaced elsewhere: %s", job.id, error)
+                continue
+            replaced += 1
+            logger.warning("run %s: its replica stopped heart-beating; another replica continues it", job.lock)
         await manager.prune_stalled_workers(self.settings.stall_seconds)
-        return retried
+        return replaced
 
     async def close(self) -> None:
         """Stop the worker (runs executing here are stopped and their jobs re-queued), then close the pool."""
