@@ -87,6 +87,8 @@ class RunWriter:
         self.executing = False
         """True while this process executes the run (foreign execution events then mean a takeover)."""
         self.taken_over: RunTakenOver | None = None
+        self._unsure: list[ev.RunEvent] = []
+        """The events of the last append that failed: stored or not, the store could not say."""
 
     async def decide(self, *decisions: Decision) -> list[ev.RunEvent]:
         """Flush buffered chunks, then append the decisions' events in one transaction.
@@ -214,6 +216,10 @@ class RunWriter:
                 if not events:
                     return []
                 continue
+            except Exception:
+                self._unsure = list(events)
+                raise
+            self._unsure = []
             self.run = run
             self.hub.publish(events)
             runs_appended(run, events, self.created_at)
@@ -223,6 +229,11 @@ class RunWriter:
     async def _catch_up(self) -> None:
         """Fold in the events other processes appended; RunTakenOver when they execute the run."""
         foreign = await self.store.read_stream(self.run.id, after=self.run.version)
+        own, self._unsure = self._unsure, []
+        if own and foreign[:len(own)] == own:  # a failed append that was stored after all
+            self.run = evolve_all(self.run, own)
+            self.hub.publish(own)
+            foreign = foreign[len(own):]
         executed = [e for e in foreign if not isinstance(e, CONTROL_EVENTS)]
         if executed and self.executing:
             self.taken_over = RunTakenOver(self.run.id.hex, type(executed[0]).__name__)

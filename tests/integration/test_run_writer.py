@@ -174,3 +174,28 @@ async def test_callers_cancelled_in_the_middle_of_appends_leave_the_writer_in_st
     events = await services.runs.events(run_id)
     assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
     assert writer.run.version == events[-1].originator_version
+
+
+async def test_an_executing_writer_whose_failed_append_was_stored_after_all_takes_it_as_its_own(services):
+    run_id = await new_run(services)
+    writer = await services.runs.writer(run_id)
+    writer.executing = True
+    visit = await open_visit(writer)
+    store = services.store
+    really_append = store.append_to_stream
+
+    async def stored_but_lost(events):
+        await really_append(events)
+        raise ConnectionError("the connection dropped before the commit was acknowledged")
+
+    store.append_to_stream = stored_but_lost
+    await stream_steps(writer, visit, 3)
+    with pytest.raises(ConnectionError):
+        await writer.flush()
+    store.append_to_stream = really_append
+    await stream_steps(writer, visit, 3, start=3)
+    await writer.flush()
+    events = await services.runs.events(run_id)
+    steps = [e.content for e in events if isinstance(e, ev.NodeStreamed)]
+    assert steps == [f'{{"iteration":{i}}}' for i in range(6)]
+    assert writer.taken_over is None and writer.run.version == events[-1].originator_version
