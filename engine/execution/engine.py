@@ -349,9 +349,17 @@ class Engine:
         journal = Journal(writer, self._inflight)
         await journal.flush()
         progress = fold_progress(await self.runs.events(run_id))
+        await self._know_version(progress)
         session = RunSession(self.tools, run_id, journal, progress, signal)
         await session.finish(await session.execute(lambda: self.definition(progress)))
         return progress
+
+    async def _know_version(self, progress: Progress) -> None:
+        """Read the catalogue again when the run's version is not known here (published through another replica)."""
+        try:
+            self.workflows.version(progress.workflow_name, progress.workflow_version)
+        except WorkflowNotFound:
+            await self.workflows.load()
 
     # ---- paused runs keep their time limit ---------------------------------------------
 

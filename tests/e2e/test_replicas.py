@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 import subprocess
 import sys
@@ -304,6 +305,46 @@ async def test_a_stop_signal_hands_the_runs_of_a_replica_to_the_other_at_once_no
               f"(stall threshold 60 s)")
         assert rest.ended and rest.events[-1] == "workflow_complete"
         assert "Traceback" not in first.log()
+    finally:
+        await asyncio.gather(first.stop(), second.stop(), return_exceptions=True)
+
+
+def later_flow() -> dict:
+    """A workflow only the second replica publishes (one scripted llm node)."""
+    script = [[{"status": "thinking it over"}, {"text": "done"}]]
+    return {
+        "name": "later-flow", "displayName": "Later flow", "mode": "DAG",
+        "nodes": [
+            {"id": "input", "type": "userInput", "label": "in", "data": {"inputs": []}},
+            {"id": "answer", "type": "llm", "label": "answer",
+             "data": {"model_id": "scripted", "prompt": "go", "script": script}},
+            {"id": "result", "type": "output", "label": "result",
+             "data": {"outputs": [{"name": "text", "type": "string", "value": "{{answer.text}}"}]}},
+        ],
+        "edges": [{"source": "input", "target": "answer"}, {"source": "answer", "target": "result"}],
+    }
+
+
+async def test_runs_of_a_workflow_only_a_later_replica_published_succeed_on_every_replica(postgres, tmp_path):
+    flows = tmp_path / "flows"
+    flows.mkdir()
+    (flows / "later-flow.json").write_text(json.dumps(later_flow()), encoding="utf-8")
+    first = await ServerProcess(postgres, tmp_path / "first", **REPLICA_ENV).start()
+    second = await ServerProcess(postgres, tmp_path / "second", **REPLICA_ENV,
+                                 FLOWTRAIL_WORKFLOWS_DIR=str(flows)).start()
+    try:
+        async with second.client() as b:
+            run_ids = []
+            for _ in range(8):
+                created = await b.post("/api/v1/workflows/later-flow/runs", json={"variables": {}})
+                assert created.status_code == 201, created.text
+                run_id = created.json()["data"]["runId"]
+                assert (await b.post(f"/api/v1/workflows/later-flow/runs/{run_id}/start")).status_code == 200
+                run_ids.append(run_id)
+            for run_id in run_ids:
+                got = await read_stream(b, f"/api/v1/workflows/later-flow/runs/{run_id}/stream")
+                assert got.events[-1] == "workflow_complete", got.data[-1]
+        assert "not in the catalogue" not in first.log() + second.log()
     finally:
         await asyncio.gather(first.stop(), second.stop(), return_exceptions=True)
 
