@@ -32,8 +32,13 @@ class StartupLock:
             conn = psycopg.connect(conninfo(self.location), autocommit=True)
         except psycopg.OperationalError:
             return
-        conn.execute(f"SET lock_timeout = '{WAIT_SECONDS}s'")
-        conn.execute("SELECT pg_advisory_lock(hashtext(%s || %s))", (STARTUP_LOCK, self.location.schema))
+        try:
+            conn.execute(f"SET lock_timeout = '{WAIT_SECONDS}s'")
+            conn.execute("SELECT pg_advisory_lock(hashtext(%s || %s))", (STARTUP_LOCK, self.location.schema))
+        except psycopg.Error as error:
+            logger.warning("starting without waiting for other replicas' start-ups: %s", " ".join(str(error).split()))
+            conn.close()
+            return
         self._conn = conn
 
     def release(self) -> None:
