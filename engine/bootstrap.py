@@ -6,14 +6,17 @@ import asyncio
 import contextlib
 import gc
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
 
 from engine.access import KeyRing
 from engine.catalogue import DEMO_DIR, Catalogue
 from engine.context.access import VisitContextTools
 from engine.context.tokens import ContextTokens
 from engine.context.views import ContextReader
+from engine.dispatch import JobDispatch
 from engine.execution import Engine, RunExecutor
 from engine.execution.models import build_registry
 from engine.hermes import DEMO_DIR as HERMES_DEMO_DIR
@@ -46,6 +49,7 @@ class Services:
     read_model: ReadModel
     tail: PostgresTail | None = None
     engine: RunExecutor | None = None
+    dispatch: JobDispatch | None = None
     _sweepers: list[asyncio.Task[None]] = field(default_factory=list)
 
     async def start(self) -> None:
@@ -69,6 +73,8 @@ class Services:
                 name="flowtrail-workspace-sweeper",
             ),
         ]
+        if self.dispatch is not None:
+            await self.dispatch.start()
         if self.engine is not None:
             await self.engine.recover()
         self.tokens.start()
@@ -87,6 +93,8 @@ class Services:
             sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sweeper
+        if self.dispatch is not None:
+            await self.dispatch.close()
         if self.engine is not None:
             await self.engine.close()
         await self.tokens.close()
@@ -138,12 +146,6 @@ def build_services(settings: Settings, *, encode_frame: FrameEncoder) -> Service
         encode_frame=encode_frame,
     )
     runs = RunService(store, hub, coalesce_seconds=settings.stream.coalesce_ms / 1000.0)
-    tail = None
-    if location.kind == "postgres":
-        tail = PostgresTail(
-            location, sync_store.mapper, wanted=hub.wants, deliver=hub.publish, local_appends_done=store.appends_done,
-        )
-        store.on_appended = tail.appended_here
     tokens = ContextTokens(settings.context)
     registry = build_registry(settings.engine)
     catalogue = Catalogue(store, model_ids=registry.model_ids)
@@ -153,6 +155,15 @@ def build_services(settings: Settings, *, encode_frame: FrameEncoder) -> Service
         runs=runs, workflows=catalogue, workspace=workspace, settings=settings.engine,
         registry=registry, context_tools=context_tools,
     )
+    tail, dispatch = None, None
+    if location.kind == "postgres":
+        tail = PostgresTail(
+            location, sync_store.mapper, wanted=lambda run_id, at: hub.wants(run_id, at) or engine.executing(run_id),
+            deliver=partial(_deliver_foreign, hub, engine), local_appends_done=store.appends_done,
+        )
+        store.on_appended = tail.appended_here
+        dispatch = JobDispatch(location, settings.dispatch, execute=engine.execute_here, on_stop=engine.stop_taking_runs)
+        engine.dispatch = dispatch
     return Services(
         settings=settings, store=store, hub=hub, runs=runs, keys=KeyRing(settings.api_keys),
         catalogue=catalogue, workspace=workspace, tail=tail, engine=engine, tokens=tokens,
@@ -160,5 +171,11 @@ def build_services(settings: Settings, *, encode_frame: FrameEncoder) -> Service
             runs, hub, tokens, enabled=settings.context.enabled,
             hot_retention_seconds=settings.context.hot_retention_seconds,
         ),
-        context_tools=context_tools, read_model=ReadModel(store),
+        context_tools=context_tools, read_model=ReadModel(store), dispatch=dispatch,
     )
+
+
+def _deliver_foreign(hub: LiveHub, engine: Engine, events: Sequence[Any]) -> None:
+    """Events other processes appended: to the hot runs, and a cancel to the run's task when it executes here."""
+    hub.publish(events)
+    engine.foreign_events(events)

@@ -87,9 +87,10 @@ class Catalogue:
         self._names_by_id: dict[int, str] = {}
 
     async def load(self) -> None:
-        """Fold every WorkflowPublished event of the log."""
+        """Fold every WorkflowPublished event of the log not folded yet (another process may have published)."""
         for event in await self.store.read_all("WorkflowPublished"):
-            self._apply(event)
+            if (event.name, event.version) not in self._versions:
+                self._apply(event)
 
     def _apply(self, event: WorkflowPublished) -> WorkflowEntry:
         entry = evolve_entry(self._latest.get(event.name), event)

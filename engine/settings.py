@@ -177,6 +177,25 @@ class StreamSettings:
 
 
 @dataclass(frozen=True)
+class DispatchSettings:
+    """How replicas on one PostgreSQL share the runs (procrastinate jobs; unused on SQLite)."""
+
+    worker_concurrency: Annotated[int, setting(
+        "FLOWTRAIL_WORKER_CONCURRENCY", "runs one replica executes at once (the rest wait as queued jobs)", ge=1,
+    )] = 100
+    heartbeat_seconds: Annotated[float, setting(
+        "FLOWTRAIL_WORKER_HEARTBEAT_SECONDS", "how often a replica's job worker says it is alive", gt=0,
+    )] = 5.0
+    stall_seconds: Annotated[float, setting(
+        "FLOWTRAIL_WORKER_STALL_SECONDS", "a replica silent this long is taken for dead: its runs continue on "
+        "another replica", gt=0,
+    )] = 30.0
+    pool_size: Annotated[int, setting(
+        "FLOWTRAIL_WORKER_POOL_SIZE", "PostgreSQL connections of the job queue per replica (one more listens)", ge=2,
+    )] = 3
+
+
+@dataclass(frozen=True)
 class EngineSettings:
     """Limits and models of the workflow engine."""
 
@@ -327,6 +346,7 @@ class Settings:
     store: StoreSettings = field(default_factory=StoreSettings)
     stream: StreamSettings = field(default_factory=StreamSettings)
     engine: EngineSettings = field(default_factory=EngineSettings)
+    dispatch: DispatchSettings = field(default_factory=DispatchSettings)
     context: ContextSettings = field(default_factory=ContextSettings)
     uploads: UploadSettings = field(default_factory=UploadSettings)
     commands: CommandSettings = field(default_factory=CommandSettings)

@@ -1,4 +1,6 @@
-"""`flowtrail serve`: bind the port, then open the store and recover runs, then say "listening" and serve."""
+"""`flowtrail serve`: bind the port, then (SQLite) take the file's serve lock, then open the store, join the
+job workers (PostgreSQL) and recover runs, then say "listening" and serve. A process that cannot bind or lock
+touches no run."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import errno
 import logging
 import math
 import socket
+from typing import IO
 
 import uvicorn
 
@@ -13,8 +16,11 @@ from api.app import create_app
 from api.server import GracefulServer
 from api.sse import encode_frame
 from engine.bootstrap import build_services
+from engine.dispatch.solo import AlreadyServed, hold_serve_lock
+from engine.dispatch.startup import StartupLock
 from engine.observability.logs import configure_logging, uvicorn_logging
 from engine.settings import Settings, SettingsError
+from engine.store import parse_database_url
 
 log = logging.getLogger("flowtrail")
 
@@ -35,12 +41,32 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def lock_sqlite(database_url: str) -> IO[str] | None:
+    """On SQLite, the file's serve lock (held while the returned file stays open); None on PostgreSQL."""
+    location = parse_database_url(database_url)
+    if location.kind != "sqlite":
+        return None
+    assert location.sqlite_path is not None
+    try:
+        return hold_serve_lock(location.sqlite_path)
+    except AlreadyServed as error:
+        raise SettingsError("FLOWTRAIL_DATABASE_URL", str(error),
+                            "one server per SQLite file (several replicas need PostgreSQL)") from None
+
+
 class Server(GracefulServer):
     """The graceful server on our socket; it says "listening" once the app has started and it accepts requests."""
 
+    started_up: StartupLock | None = None
+    """Released once the app has started (or failed to), so the next replica may start."""
+
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         """Start the app (the store opens, runs are recovered), then serve the sockets."""
-        await super().startup(sockets=sockets)
+        try:
+            await super().startup(sockets=sockets)
+        finally:
+            if self.started_up is not None:
+                self.started_up.release()
         if self.started and sockets:
             host, port = sockets[0].getsockname()[:2]
             log.info("listening on http://%s:%d (API docs at /schema/swagger)", host, port)
@@ -51,6 +77,15 @@ def serve() -> int:
     settings = Settings.from_env()
     configure_logging(settings.log_format, settings.log_level)
     sock = bind(settings.host, settings.port)
+    try:
+        serve_lock = lock_sqlite(settings.store.database_url)
+    except SettingsError:
+        sock.close()
+        raise
+    location = parse_database_url(settings.store.database_url)
+    startup_lock = StartupLock(location) if location.kind == "postgres" else None
+    if startup_lock is not None:
+        startup_lock.acquire()
     services = build_services(settings, encode_frame=encode_frame)
     if settings.demo_key_in_use:
         log.warning("FLOWTRAIL_API_KEYS is unset: created the API key 'demo-key' with no scope limit")
@@ -60,5 +95,13 @@ def serve() -> int:
         timeout_graceful_shutdown=math.ceil(settings.stream.shutdown_grace_seconds) or None,
         **uvicorn_logging(settings.log_level),
     )
-    Server(config, on_stop=services.hub.close_streams).run(sockets=[sock])
+    server = Server(config, on_stop=services.hub.close_streams)
+    server.started_up = startup_lock
+    try:
+        server.run(sockets=[sock])
+    finally:
+        if startup_lock is not None:
+            startup_lock.release()
+        if serve_lock is not None:
+            serve_lock.close()
     return 0

@@ -50,3 +50,7 @@ class WorkflowVersions(Protocol):
     def version(self, name: str, version: int) -> WorkflowEntry:
         """One version of a workflow (WorkflowNotFound when it was never published)."""
         ...
+
+    async def load(self) -> None:
+        """Fold the versions published since it last read the log (by another process too)."""
+        ...

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import Tracking
+from eventsourcing.persistence import IntegrityError, Tracking
 from eventsourcing.projection import Projection, ProjectionRunner
 
 from domain import events as ev
@@ -46,8 +46,12 @@ class RunRowProjection(Projection[PostgresRunRows]):
         self.rows = RunRows(view, events_table=f"{APP_NAME}_events", mapper=MsgspecMapper(STORED_EVENT_TYPES))
 
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
-        """Fold the event into its run's row and record its position, in one transaction."""
-        self.rows.apply([domain_event], tracking.notification_id, track=True)
+        """Fold the event into its run's row and record its position, in one transaction; a position another
+        replica's runner recorded first is skipped (its transaction folded the event)."""
+        try:
+            self.rows.apply([domain_event], tracking.notification_id, track=True)
+        except IntegrityError:
+            log.debug("position %d was projected by another process", tracking.notification_id)
 
 
 class ReadModel:

@@ -31,6 +31,10 @@ class StoreUnreachable(StoreError):
     """The configured store cannot be opened; the message is one line naming where it is and why."""
 
 
+class StoreUnavailable(StoreError):
+    """The store cannot be reached or cannot write now; try again later."""
+
+
 class ConcurrentAppend(StoreError):
     """Another writer appended to the same stream at the same position."""
 

@@ -5,11 +5,19 @@ are merged (chunks of other visits in between do not break the run), and everyth
 buffered is appended in one transaction. When a full buffer is handed to the store, the
 caller goes on buffering while it is written; at most one such append is in flight, and
 the next starts only after it succeeded, so positions never skip.
+
+Several processes may append to one run (on PostgreSQL, a command through another replica):
+an append that loses the race (`ConcurrentAppend`) catches the state up from the log and
+makes its decisions again against it, a bounded number of times. Events that another
+process appended are folded in but not published here (the live tail delivers them). When
+they are anything but control events from API commands while this process executes the run,
+another process executes it too: the writer stops with `RunTakenOver`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
@@ -17,13 +25,28 @@ from domain import events as ev
 from domain.run import Run, StreamPiece, check_stream_chunk, evolve, evolve_all, stream_chunks
 from engine.clock import utcnow
 from engine.observability.lifecycle import runs_appended
-from engine.store import AsyncEventStore
+from engine.store import AsyncEventStore, ConcurrentAppend
 from engine.streams.hot import LiveHub
 
+logger = logging.getLogger("flowtrail.writer")
 MERGEABLE_KINDS = frozenset({"thinking"})
 MAX_BUFFERED_CHUNKS = 2048
+MAX_CATCH_UPS = 8
+"""Appends lost to another process's append in a row before the writer gives up (raises ConcurrentAppend)."""
+CONTROL_EVENTS = (ev.RunStarted, ev.RunCancelRequested, ev.ClarifyAnswered)
+"""Events that API commands append; any other event from another process means it executes the run."""
 
 Decision = Callable[[Run, datetime], ev.RunEvent]
+Recipe = Callable[[Run], list[ev.RunEvent]]
+"""Makes an append's events from the run's current state (made again after a lost race)."""
+
+
+class RunTakenOver(ConcurrentAppend):
+    """Another process executes this run now; this process stops executing it and records nothing."""
+
+    def __init__(self, run_id: str, foreign: str) -> None:
+        super().__init__(f"run {run_id} is executed by another process (it appended {foreign})")
+        self.run_id = run_id
 
 
 class _Chunk:
@@ -59,8 +82,13 @@ class RunWriter:
         self._last_of_visit: dict[str, _Chunk | StreamPiece] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._flush_error: BaseException | None = None
-        self._appending: asyncio.Future[None] | None = None
+        self._appending: asyncio.Future[list[ev.RunEvent]] | None = None
         self.chunks_received = 0
+        self.executing = False
+        """True while this process executes the run (foreign execution events then mean a takeover)."""
+        self.taken_over: RunTakenOver | None = None
+        self._unsure: list[ev.RunEvent] = []
+        """The events of the last append that failed: stored or not, the store could not say."""
 
     async def decide(self, *decisions: Decision) -> list[ev.RunEvent]:
         """Flush buffered chunks, then append the decisions' events in one transaction.
@@ -69,19 +97,31 @@ class RunWriter:
         """
         async with self._lock:
             await self._flush_locked()
-            run, at, events = self.run, utcnow(), []
-            for decision in decisions:
-                event = decision(run, at)
-                run = evolve(run, event)
-                events.append(event)
-            self._start_append(events, run)
+            at = utcnow()
+
+            def recipe(run: Run) -> list[ev.RunEvent]:
+                events = []
+                for decision in decisions:
+                    event = decision(run, at)
+                    run = evolve(run, event)
+                    events.append(event)
+                return events
+
+            self._start_append(recipe(self.run), recipe)
+            return await self._settle()
+
+    async def catch_up(self) -> None:
+        """Fold in what other processes appended since this writer's state (waits for the append in flight)."""
+        async with self._lock:
             await self._settle()
-            return events
+            await self._catch_up()
 
     async def stream(
         self, *, visit_uuid: str, node_id: str, kind: str, content: str, tool_name: str | None = None
     ) -> None:
         """Buffer one stream chunk; it is appended within the coalescing window."""
+        if self.taken_over is not None:
+            raise self.taken_over
         self._raise_flush_error()
         check_stream_chunk(self.run, visit_uuid, kind)
         self.chunks_received += 1
@@ -132,36 +172,72 @@ class RunWriter:
             await self._settle()
             self._start_append(*self._take_buffer())
 
-    def _start_append(self, events: Sequence[ev.RunEvent], run: Run) -> None:
+    def _start_append(self, events: Sequence[ev.RunEvent], recipe: Recipe) -> None:
         """Append in a task of its own: a caller that is cancelled never cuts an append short,
         so the state always matches the log."""
+        if self.taken_over is not None:
+            raise self.taken_over
         if events:
-            self._appending = asyncio.ensure_future(self._append(events, run))
+            self._appending = asyncio.ensure_future(self._append(events, recipe))
 
-    async def _settle(self) -> None:
-        """Wait for the append in flight to end (its error is raised here, once)."""
+    async def _settle(self) -> list[ev.RunEvent]:
+        """Wait for the append in flight to end (its error is raised here, once); the events it appended."""
         appending = self._appending
         if appending is None:
-            return
+            return []
         try:
-            await asyncio.shield(appending)
+            return await asyncio.shield(appending)
         finally:
             if appending.done() and self._appending is appending:
                 self._appending = None
 
-    def _take_buffer(self) -> tuple[list[ev.NodeStreamed], Run]:
+    def _take_buffer(self) -> tuple[list[ev.NodeStreamed], Recipe]:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         chunks, self._chunks, self._last_of_visit = self._chunks, [], {}
-        events = stream_chunks(self.run, [c.piece() if isinstance(c, _Chunk) else c for c in chunks])
-        return events, evolve_all(self.run, events)
+        pieces = [c.piece() if isinstance(c, _Chunk) else c for c in chunks]
 
-    async def _append(self, events: Sequence[ev.RunEvent], run: Run) -> None:
-        """Append the events, then take `run` (their fold) as the state and publish them."""
-        if not events:
-            return
-        await self.store.append_to_stream(events)
-        self.run = run
-        self.hub.publish(events)
-        runs_appended(run, events, self.created_at)
+        def recipe(run: Run) -> list[ev.RunEvent]:
+            return list(stream_chunks(run, pieces))
+
+        return stream_chunks(self.run, pieces), recipe
+
+    async def _append(self, events: Sequence[ev.RunEvent], recipe: Recipe) -> list[ev.RunEvent]:
+        """Append the events, then take their fold as the state and publish them; after a lost race,
+        catch up and append what the recipe makes of the new state."""
+        for _ in range(MAX_CATCH_UPS):
+            run = evolve_all(self.run, events)
+            try:
+                await self.store.append_to_stream(events)
+            except ConcurrentAppend:
+                await self._catch_up()
+                events = recipe(self.run)
+                if not events:
+                    return []
+                continue
+            except Exception:
+                self._unsure = list(events)
+                raise
+            self._unsure = []
+            self.run = run
+            self.hub.publish(events)
+            runs_appended(run, events, self.created_at)
+            return list(events)
+        raise ConcurrentAppend(f"run {self.run.id.hex}: lost {MAX_CATCH_UPS} appends in a row to other processes")
+
+    async def _catch_up(self) -> None:
+        """Fold in the events other processes appended; RunTakenOver when they execute the run."""
+        foreign = await self.store.read_stream(self.run.id, after=self.run.version)
+        own, self._unsure = self._unsure, []
+        if own and foreign[:len(own)] == own:  # a failed append that was stored after all
+            self.run = evolve_all(self.run, own)
+            self.hub.publish(own)
+            foreign = foreign[len(own):]
+        executed = [e for e in foreign if not isinstance(e, CONTROL_EVENTS)]
+        if executed and self.executing:
+            self.taken_over = RunTakenOver(self.run.id.hex, type(executed[0]).__name__)
+            self._chunks, self._last_of_visit = [], {}
+            logger.warning("%s; this process stops executing it", self.taken_over)
+            raise self.taken_over
+        self.run = evolve_all(self.run, foreign)

@@ -12,8 +12,7 @@ from domain import events as ev
 from domain import run as decide
 from domain.errors import IllegalTransition, RunAlreadyStarted
 from engine.bootstrap import build_services
-from engine.store import ConcurrentAppend
-from engine.streams.writer import MAX_BUFFERED_CHUNKS
+from engine.streams.writer import MAX_BUFFERED_CHUNKS, RunTakenOver
 from tests.support.api import log_end
 from tests.support.runs import finish, new_run, open_visit, stream_steps
 from tests.support.server import server_settings
@@ -116,9 +115,11 @@ async def test_full_buffers_are_stored_while_chunks_keep_coming_and_positions_ne
     assert writer.run.version == events[-1].originator_version
 
 
-async def test_an_append_that_loses_a_race_to_another_writer_fails_and_stores_none_of_its_chunks(services, store, tmp_path):
+async def test_an_executing_writer_that_loses_a_race_to_another_executor_stops_and_stores_none_of_its_chunks(
+        services, store, tmp_path):
     run_id = await new_run(services)
     writer = await services.runs.writer(run_id)
+    writer.executing = True
     visit = await open_visit(writer)
     other = build_services(server_settings(store, tmp_path / "other"), encode_frame=encode_frame)
     await other.start()
@@ -127,10 +128,30 @@ async def test_an_append_that_loses_a_race_to_another_writer_fails_and_stores_no
     finally:
         await other.close()
     before = await services.runs.events(run_id)
-    with pytest.raises(ConcurrentAppend):
+    with pytest.raises(RunTakenOver):
         await stream_steps(writer, visit, MAX_BUFFERED_CHUNKS + 20)
         await writer.flush()
     assert await services.runs.events(run_id) == before
+
+
+async def test_a_writer_that_loses_a_race_to_a_command_of_another_process_catches_up_and_stores_its_chunks(
+        services, store, tmp_path):
+    run_id = await new_run(services)
+    writer = await services.runs.writer(run_id)
+    writer.executing = True
+    visit = await open_visit(writer)
+    other = build_services(server_settings(store, tmp_path / "other"), encode_frame=encode_frame)
+    await other.store.start()  # only the store: another process's command, not its engine
+    try:
+        await (await other.runs.writer(run_id)).decide(decide.request_cancel)
+    finally:
+        await other.store.close()
+    await stream_steps(writer, visit, 50)
+    await writer.flush()
+    events = await services.runs.events(run_id)
+    assert [type(e).__name__ for e in events].count("RunCancelRequested") == 1
+    assert writer.run.cancel_requested and writer.run.version == events[-1].originator_version
+    assert sum(isinstance(e, ev.NodeStreamed) for e in events) >= 1
 
 
 async def test_callers_cancelled_in_the_middle_of_appends_leave_the_writer_in_step_with_the_log(services):
@@ -153,3 +174,28 @@ async def test_callers_cancelled_in_the_middle_of_appends_leave_the_writer_in_st
     events = await services.runs.events(run_id)
     assert [e.originator_version for e in events] == list(range(1, len(events) + 1))
     assert writer.run.version == events[-1].originator_version
+
+
+async def test_an_executing_writer_whose_failed_append_was_stored_after_all_takes_it_as_its_own(services):
+    run_id = await new_run(services)
+    writer = await services.runs.writer(run_id)
+    writer.executing = True
+    visit = await open_visit(writer)
+    store = services.store
+    really_append = store.append_to_stream
+
+    async def stored_but_lost(events):
+        await really_append(events)
+        raise ConnectionError("the connection dropped before the commit was acknowledged")
+
+    store.append_to_stream = stored_but_lost
+    await stream_steps(writer, visit, 3)
+    with pytest.raises(ConnectionError):
+        await writer.flush()
+    store.append_to_stream = really_append
+    await stream_steps(writer, visit, 3, start=3)
+    await writer.flush()
+    events = await services.runs.events(run_id)
+    steps = [e.content for e in events if isinstance(e, ev.NodeStreamed)]
+    assert steps == [f'{{"iteration":{i}}}' for i in range(6)]
+    assert writer.taken_over is None and writer.run.version == events[-1].originator_version

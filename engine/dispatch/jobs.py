@@ -1,0 +1,181 @@
+"""The job queue of the replicas: defer `execute_run(run_id)` on the run's lock, execute it here, hand it back.
+
+Every replica runs a procrastinate worker in its own process (an asyncio task, restarted
+with backoff when it fails, e.g. while PostgreSQL is down) and a periodic check that
+replaces the jobs of workers that stopped heart-beating (a replica killed with -9), so
+another replica continues their runs from the log. On shutdown the worker stops at once:
+the jobs of runs still executing here are re-queued, never left `doing` nor marked done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+from uuid import UUID
+
+from procrastinate import App, PsycopgConnector
+from procrastinate.jobs import Job, Status
+from procrastinate.retry import BaseRetryStrategy, RetryDecision
+
+from engine.dispatch.schema import conninfo, ensure_job_schema
+from engine.settings import DispatchSettings
+from engine.store.location import StoreLocation
+
+logger = logging.getLogger("flowtrail.dispatch")
+TASK_NAME = "flowtrail.execute_run"
+RESTART_FIRST_SECONDS = 0.5
+RESTART_MAX_SECONDS = 10.0
+HEALTHY_SECONDS = 30.0
+"""A worker that ran this long before it failed counts as recovered: its next failure is logged again."""
+MAX_POLL_SECONDS = 1.0
+"""Longest wait before a worker looks for jobs without a notification (a re-queued job sends none)."""
+SELECT_QUEUED = (
+    "SELECT DISTINCT lock FROM procrastinate_jobs "
+    "WHERE task_name = %(task)s AND status IN ('todo', 'doing') AND lock = ANY(%(locks)s)"
+)
+
+
+def quiet_library_logs() -> None:
+    """procrastinate logs every job's start and end at INFO (a hand-back with a traceback): keep its warnings only,
+    unless its logger was given a level on purpose."""
+    library = logging.getLogger("procrastinate")
+    if library.level == logging.NOTSET:
+        library.setLevel(logging.WARNING)
+
+
+class HandBack(BaseRetryStrategy):
+    """Re-queue a job its worker stopped (shutdown) at once; one that failed, after a capped backoff."""
+
+    def get_retry_decision(self, *, exception: BaseException, job: Job) -> RetryDecision | None:
+        """When (and whether) the job runs again."""
+        if isinstance(exception, asyncio.CancelledError):
+            return RetryDecision(retry_in={"seconds": 0})
+        if job.attempts >= 20:
+            return None
+        return RetryDecision(retry_in={"seconds": min(RESTART_MAX_SECONDS, 0.5 * 2 ** job.attempts)})
+
+
+class JobDispatch:
+    """procrastinate on the store's PostgreSQL: defers run executions and executes the ones this replica takes."""
+
+    def __init__(
+        self, location: StoreLocation, settings: DispatchSettings, *,
+        execute: Callable[[UUID], Awaitable[None]], on_stop: Callable[[], None] | None = None,
+    ) -> None:
+        self.location = location
+        self.settings = settings
+        self.execute = execute
+        self.on_stop = on_stop
+        quiet_library_logs()
+        self.app = App(connector=PsycopgConnector(
+            conninfo=conninfo(location), min_size=1, max_size=settings.pool_size, name="flowtrail-jobs",
+        ))
+        self.app.task(name=TASK_NAME, retry=HandBack(), pass_context=False)(self._execute_run)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = False
+
+    async def _execute_run(self, run_id: str) -> None:
+        await self.execute(UUID(hex=run_id))
+
+    async def start(self) -> None:
+        """Create the job tables if missing, open the pool, start the worker and the stalled-job check."""
+        if await ensure_job_schema(self.location):
+            logger.info("created the job queue's tables in schema %s", self.location.schema)
+        await self.app.open_async()
+        self._tasks = [
+            asyncio.create_task(self._supervise(), name="flowtrail-job-worker"),
+            asyncio.create_task(self._replace_stalled_forever(), name="flowtrail-stalled-jobs"),
+        ]
+
+    async def defer(self, run_id: UUID) -> None:
+        """Queue one execution of the run (a duplicate is harmless: it returns at once)."""
+        await self.app.configure_task(TASK_NAME, lock=run_id.hex).defer_async(run_id=run_id.hex)
+
+    async def queued(self, run_ids: Sequence[UUID]) -> set[UUID]:
+        """The runs among these with a job waiting or executing."""
+        if not run_ids:
+            return set()
+        rows = await self.app.connector.execute_query_all_async(
+            SELECT_QUEUED, task=TASK_NAME, locks=[r.hex for r in run_ids],
+        )
+        return {UUID(hex=row["lock"]) for row in rows}
+
+    async def _supervise(self) -> None:
+        """Run the worker; when it fails, log it once and start it again with backoff."""
+        delay, logged = RESTART_FIRST_SECONDS, False
+        loop = asyncio.get_running_loop()
+        while not self._stopping:
+            began = loop.time()
+            try:
+                await self.app.run_worker_async(**self._worker_options())
+                failure: str = "it stopped on its own"
+            except Exception as error:  # noqa: BLE001 - any failure of the worker is logged once and retried
+                failure = f"{type(error).__name__}: {error}"
+            if self._stopping:
+                return
+            if loop.time() - began > HEALTHY_SECONDS:
+                delay, logged = RESTART_FIRST_SECONDS, False
+            if not logged:
+                logger.error("the job worker stopped (%s); restarting it with backoff until it runs", failure)
+                logged = True
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RESTART_MAX_SECONDS)
+
+    def _worker_options(self) -> dict[str, Any]:
+        return {
+            "name": "flowtrail", "concurrency": self.settings.worker_concurrency, "wait": True,
+            "install_signal_handlers": False, "shutdown_graceful_timeout": 0, "delete_jobs": "successful",
+            "update_heartbeat_interval": self.settings.heartbeat_seconds,
+            "stalled_worker_timeout": self.settings.stall_seconds,
+            "fetch_job_polling_interval": min(MAX_POLL_SECONDS, self.settings.heartbeat_seconds),
+            "abort_job_polling_interval": 60.0,
+        }
+
+    async def _replace_stalled_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.heartbeat_seconds)
+            try:
+                await self.replace_stalled()
+            except Exception as error:  # noqa: BLE001 - the worker's supervisor reports outages; this tries again
+                logger.debug("stalled-job check failed: %s", error)
+
+    async def replace_stalled(self) -> int:
+        """Replace the jobs of workers silent for longer than the stall threshold; how many were.
+
+        Each gets a new job on the same lock, then is marked aborted (which lets the new one run). A new job,
+        not `retry_job`: a worker that was only slow would otherwise finish (delete) the job another replica
+        now executes, and free the run's lock. Two replicas replacing one job at once make a duplicate job,
+        which is harmless.
+        """
+        manager = self.app.job_manager
+        stalled = await manager.get_stalled_jobs(task_name=TASK_NAME, seconds_since_heartbeat=self.settings.stall_seconds)
+        replaced = 0
+        for job in stalled:
+            if job.lock is None:
+                continue
+            await self.defer(UUID(hex=job.lock))
+            try:
+                await manager.finish_job(job, status=Status.ABORTED, delete_job=False)
+            except Exception as error:  # noqa: BLE001 - another replica replaced it first
+                logger.debug("stalled job %s was replaced elsewhere: %s", job.id, error)
+                continue
+            replaced += 1
+            logger.warning("run %s: its replica stopped heart-beating; another replica continues it", job.lock)
+        await manager.prune_stalled_workers(self.settings.stall_seconds)
+        return replaced
+
+    async def close(self) -> None:
+        """Stop the worker (runs executing here are stopped and their jobs re-queued), then close the pool."""
+        self._stopping = True
+        if self.on_stop is not None:
+            self.on_stop()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        try:
+            await self.app.close_async()
+        except Exception as error:  # noqa: BLE001 - closing goes on; the pool is dropped either way
+            logger.warning("the job queue's pool did not close cleanly: %s", error)
