@@ -132,7 +132,7 @@ async def kill_restart_and_check(store: str, tmp_path: Path, measured, *, kill_a
             await server.ready()
             ready = asyncio.get_running_loop().time()
             await asyncio.wait_for(following, FOLLOW_BOUND_SECONDS)
-            first_new = [reader.first_arrival_after(killed) for reader in readers]
+            first_new = [reader.first_new_message_after(killed) for reader in readers]
             assert None not in first_new
             outcomes = await check_every_run(server, client, runs, readers)
     finally:

@@ -21,14 +21,16 @@ class ResumingReader:
     """Follows one run's stream to its terminal event across server deaths, remembering every message and when it came.
 
     `messages` are `(id, event, data)` in arrival order; `arrived` the loop time of each;
-    `cuts` the loop time of each connection that broke before the stream ended; `refused`
-    the status and body of an answer other than 200 (the reader stops there).
+    `connected` the loop time of each answer 200; `cuts` the loop time of each connection that
+    broke before the stream ended; `refused` the status and body of an answer other than 200
+    (the reader stops there).
     """
 
     client: httpx.AsyncClient
     path: str
     messages: list[tuple[int, str, dict[str, Any]]] = field(default_factory=list)
     arrived: list[float] = field(default_factory=list)
+    connected: list[float] = field(default_factory=list)
     cuts: list[float] = field(default_factory=list)
     resumed_from: list[int] = field(default_factory=list)
     refused: tuple[int, str] | None = None
@@ -43,9 +45,13 @@ class ResumingReader:
         """True once the run's terminal event arrived."""
         return bool(self.messages) and self.messages[-1][1] in TERMINAL_EVENTS
 
-    def first_arrival_after(self, moment: float) -> float | None:
-        """The loop time of the first message that arrived after `moment` (None: none did)."""
-        return next((at for at in self.arrived if at > moment), None)
+    def first_new_message_after(self, moment: float) -> float | None:
+        """The loop time of the first message received on a connection opened after `moment` (None: none was).
+
+        Bytes the server sent before `moment` and the client read after it do not count.
+        """
+        opened = next((at for at in self.connected if at > moment), None)
+        return None if opened is None else next((at for at in self.arrived if at >= opened), None)
 
     async def follow(self) -> None:
         """Read, and reconnect after every cut or refused connection, until the terminal event or a non-200 answer."""
@@ -66,9 +72,10 @@ class ResumingReader:
             if source.response.status_code != 200:
                 self.refused = (source.response.status_code, (await source.response.aread()).decode()[:500])
                 return
+            loop = asyncio.get_running_loop()
+            self.connected.append(loop.time())
             if self.last_id is not None:
                 self.resumed_from.append(self.last_id)
-            loop = asyncio.get_running_loop()
             async for sse in source.aiter_sse():
                 if not sse.data:
                     continue
