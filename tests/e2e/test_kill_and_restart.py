@@ -137,7 +137,6 @@ async def kill_restart_and_check(store: str, tmp_path: Path, measured, *, kill_a
             outcomes = await check_every_run(server, client, runs, readers)
     finally:
         await server.stop()
-    assert server.log().count(RECOVERING) >= RUNS
     assert "Traceback" not in server.log()
     second = (f"second kill -9 {killed - first_kill:.2f} s after the first, {taken_over} of {RUNS} runs taken over; "
               if kill_again_in_recovery else "")

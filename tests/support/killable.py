@@ -12,7 +12,8 @@ import httpx
 from tests.support.process import ROOT, ServerProcess
 
 RECOVERING = "recovering run"
-"""What the log says when start-up takes over a run the last process was executing."""
+"""What the log says when start-up takes over a run the last process was executing (engine/execution/engine.py);
+a test that kills the process "during recovery" waits for it."""
 
 
 class KillableServer(ServerProcess):
