@@ -107,6 +107,9 @@ async def test_hermes_check_prints_each_gateway_and_fails_unless_all_are_ok(keye
 
 pytestmark = pytest.mark.timeout(600)
 """The first test to need the gateway may install it (a minute or two) and start it."""
+ON_SQLITE_ONLY = pytest.mark.parametrize("store", ["sqlite"], indirect=True)
+"""What the gateway does with a visit does not depend on the event store, so these tests run on SQLite only; those
+whose point goes through the store (every delta in our log, a cancel, a restart and recovery) run on both."""
 
 
 @pytest_asyncio.fixture
@@ -154,7 +157,7 @@ async def test_a_plain_answer_comes_through_the_gateway_and_every_delta_is_in_ou
     assert "You are terse." in sent[0]["content"] and "flowtrail" in sent[0]["content"]
 
 
-@pytest.mark.store
+@ON_SQLITE_ONLY
 async def test_gateway_tool_calls_become_tool_call_and_tool_result_lines(hermes_services, hermes_model):
     hermes_model.will_run_command("echo flowtrail-was-here")
     hermes_model.will_stream_text("Done.")
@@ -192,7 +195,7 @@ async def gateway_status_becomes(gateway: Gateway, run_id: str, *wanted: str, ti
     return status
 
 
-@pytest.mark.store
+@ON_SQLITE_ONLY
 @pytest.mark.hermes(idle_timeout_seconds=1.5)
 async def test_a_silent_gateway_fails_the_visit_with_idle_timeout_and_is_told_to_stop(hermes_services, hermes_model, keyed_gateway):
     hermes_model.will_hang_after("Hel")
@@ -227,7 +230,7 @@ async def services_on(store: str, data_dir: Path, gateway: HermesGateway) -> Asy
         yield services
 
 
-@pytest.mark.store
+@ON_SQLITE_ONLY
 async def test_a_dropped_stream_is_followed_by_reading_the_run_never_by_submitting_it_again(
         keyed_gateway, hermes_model, store, tmp_path):
     hermes_model.will_stream_text("Hello ", "from ", "the ", "other ", "side.")
@@ -247,7 +250,7 @@ async def test_a_dropped_stream_is_followed_by_reading_the_run_never_by_submitti
     assert any(line.startswith("GET /v1/runs/run_") and "/events" not in line for line in proxy.requests)
 
 
-@pytest.mark.store
+@ON_SQLITE_ONLY
 async def test_a_stream_that_ends_without_a_terminal_event_fails_the_visit_with_incomplete_stream(
         store, tmp_path, monkeypatch):
     monkeypatch.setenv(KEY_ENV, "whatever-key-0123456789")
@@ -270,7 +273,7 @@ def approvals(events) -> list[dict]:
             if c.tool_name == "hermes_remote:approval"]
 
 
-@pytest.mark.store
+@ON_SQLITE_ONLY
 async def test_a_denied_approval_request_keeps_the_command_from_running(hermes_services, hermes_model, tmp_path):
     victim = tmp_path / "victim"
     victim.mkdir()
@@ -285,7 +288,7 @@ async def test_a_denied_approval_request_keeps_the_command_from_running(hermes_s
     assert "BLOCKED" in json.dumps(hermes_model.streamed[1]["messages"][-1])
 
 
-@pytest.mark.store
+@ON_SQLITE_ONLY
 @pytest.mark.hermes(auto_approve=True)
 async def test_an_auto_approved_request_lets_the_command_run(hermes_services, hermes_model, tmp_path):
     victim = tmp_path / "victim"
@@ -313,7 +316,7 @@ def system_text(body: dict) -> str:
     return "\n".join(m["content"] for m in body["messages"] if m["role"] == "system")
 
 
-@pytest.mark.store
+@ON_SQLITE_ONLY
 async def test_a_revisited_node_resumes_its_gateway_session_sending_the_history_itself(hermes_services, hermes_model):
     hermes_model.will_stream_text("Hello Ada!")
     hermes_model.will_stream_text("Hello again, Ada!")
@@ -373,7 +376,7 @@ def structured_flow(name: str, node_type: str = "agent", **data) -> dict:
     return workflow(name, [node("input", "userInput", inputs=[{"name": "who"}]), work, out], [edge("input", "work"), edge("work", "out")])
 
 
-@pytest.mark.store
+@ON_SQLITE_ONLY
 async def test_a_final_text_that_is_not_json_is_reformatted_by_a_plain_model_without_running_hermes_again(
         hermes_services, hermes_model):
     hermes_model.will_stream_text("Hello Ada, nice to meet you.")
@@ -389,7 +392,7 @@ async def test_a_final_text_that_is_not_json_is_reformatted_by_a_plain_model_wit
     assert prompt.startswith("Greet Ada") and '"greeting"' in prompt
 
 
-@pytest.mark.store
+@ON_SQLITE_ONLY
 async def test_when_reformatting_fails_hermes_runs_again_in_the_same_session_told_what_was_wrong(
         hermes_services, hermes_model):
     hermes_model.will_stream_text("Hello Ada, nice to meet you.")
@@ -406,7 +409,7 @@ async def test_when_reformatting_fails_hermes_runs_again_in_the_same_session_tol
     assert any(line.endswith("re-running the node (1/1)") for line in statuses)
 
 
-@pytest.mark.store
+@ON_SQLITE_ONLY
 async def test_a_smart_action_on_hermes_chooses_one_of_the_listed_actions(hermes_services, hermes_model):
     hermes_model.will_stream_text('{"action": "approve", "reason": "it is fine"}')
     flow = structured_flow("hermes-action", "smartAction", actions=["approve", {"id": "reject", "description": "no"}])
@@ -417,7 +420,7 @@ async def test_a_smart_action_on_hermes_chooses_one_of_the_listed_actions(hermes
     assert "- reject: no" in hermes_model.streamed[0]["messages"][-1]["content"]
 
 
-@pytest.mark.store
+@ON_SQLITE_ONLY
 async def test_a_smart_action_on_hermes_that_picks_an_unlisted_action_fails(hermes_services, hermes_model):
     hermes_model.will_stream_text('{"action": "escalate", "reason": "unsure"}')
     flow = structured_flow("hermes-bad-action", "smartAction", actions=["approve", "reject"], runtimeMaxRetries=0)
@@ -468,7 +471,7 @@ async def test_the_hermes_demo_is_published_only_when_a_gateway_is_configured(ke
         "notes": "Tides follow the moon (source: NOAA).", "verdict": "publish", "reason": "it answers the topic"}
 
 
-@pytest.mark.store
+@ON_SQLITE_ONLY
 async def test_a_gateway_whose_model_is_down_fails_the_visit_with_run_failed(hermes_services, hermes_model):
     hermes_model.will_fail(401, "the model's key was revoked", "invalid_request_error")
     run, events = await run_to_end(hermes_services, remote_flow("hermes-llm-down"))
