@@ -36,6 +36,8 @@ KEY = "test-key-all"
 DEMO_REPORT = Path(__file__).resolve().parents[2] / "engine" / "demos" / "demo-report.json"
 NO_RERUN = "report-no-rerun"
 """demo-report with every node `recoverable: false`: a visit the kill interrupts fails the run instead of running again."""
+QUICK_TAKEOVER = {"FLOWTRAIL_WORKER_HEARTBEAT_SECONDS": "0.5", "FLOWTRAIL_WORKER_STALL_SECONDS": "2"}
+"""On PostgreSQL the killed process's jobs wait for the stall threshold before the restarted one takes them over."""
 WORKFLOWS = ("demo-report", NO_RERUN)
 """Half the runs of each: one half continues after the restart, the other fails as interrupted."""
 
@@ -52,7 +54,7 @@ def no_rerun_report(directory: Path) -> Path:
 
 def paced_server(store: str, tmp_path: Path) -> KillableServer:
     return KillableServer(store, tmp_path / "data", FLOWTRAIL_LOAD_DEMOS="true",
-                          FLOWTRAIL_SCRIPTED_PACE_SECONDS=PACE_SECONDS,
+                          FLOWTRAIL_SCRIPTED_PACE_SECONDS=PACE_SECONDS, **QUICK_TAKEOVER,
                           FLOWTRAIL_WORKFLOWS_DIR=str(no_rerun_report(tmp_path / "workflows")))
 
 
