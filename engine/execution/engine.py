@@ -33,6 +33,7 @@ from engine.llm import ModelRegistry
 from engine.observability.metrics import RUNS_ACTIVE
 from engine.runs.service import RunService
 from engine.settings import EngineSettings
+from engine.store.deadline import outside_requests
 from engine.workspace.directory import Workspace
 
 logger = logging.getLogger("flowtrail.engine")
@@ -195,7 +196,9 @@ class Engine:
     def _schedule(self, run_id: UUID) -> None:
         task = self._tasks.get(run_id)
         if task is None or task.done():
-            task = self._tasks[run_id] = asyncio.create_task(self._drive(run_id), name=f"flowtrail-run-{run_id.hex}")
+            task = self._tasks[run_id] = asyncio.create_task(
+                self._drive(run_id), name=f"flowtrail-run-{run_id.hex}", context=outside_requests(),
+            )
             RUNS_ACTIVE.inc()
             task.add_done_callback(lambda _: RUNS_ACTIVE.dec())
 
