@@ -10,6 +10,7 @@ per episode (`engine.store.faults`), never once per request.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -27,6 +28,7 @@ from engine.store.faults import first_line, is_passing, outage_of
 from engine.store.location import qualified_table
 from engine.store.sqlite_reads import SqliteStreamReader
 
+logging.getLogger("asyncpg.pool").setLevel(logging.ERROR)  # its reconnect tracebacks; the outage is logged once
 T = TypeVar("T")
 RETRY_SECONDS = 30.0
 """Outside a request, how long a read or write is retried while the store is away."""
@@ -158,6 +160,7 @@ class AsyncEventStore:
             return await asyncio.shield(running)
         except asyncio.CancelledError:
             abandoned.set()
+            running.add_done_callback(_unheard)
             raise
 
     # ---- writes --------------------------------------------------------------------------
@@ -261,3 +264,9 @@ class AsyncEventStore:
             self.sqlite.close()
         self._executor.shutdown(wait=True)
         self.sync.close()
+
+
+def _unheard(attempt: asyncio.Future[Any]) -> None:
+    """Take the outcome of an attempt nobody waits for any more (the outage it met is logged once already)."""
+    if not attempt.cancelled():
+        attempt.exception()

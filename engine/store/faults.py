@@ -66,22 +66,29 @@ def first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text.splitlines()[0][:300]}" if text else type(error).__name__
 
 
+SETTLE_SECONDS = 1.0
+"""The store is back once it has answered for this long without a failure (a restart often flaps: the server
+answers, then a pooled connection that died with the old server fails once more)."""
+
+
 class Outage:
-    """Whether the store is away now; says so once when an episode begins and once when it ends."""
+    """Whether the store is away now; says so once when an episode begins and once when it has ended."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._since: float | None = None
+        self._answering_since: float | None = None
 
     @property
     def ongoing(self) -> bool:
-        """True between the first failure of an episode and the next success."""
+        """True from the first failure of an episode until the store has answered for SETTLE_SECONDS."""
         return self._since is not None
 
     def failed(self, error: BaseException, what: str) -> None:
         """A passing failure of `what`; the first one of an episode is logged (one line, no traceback)."""
         STORE_ERRORS.labels(what).inc()
         with self._lock:
+            self._answering_since = None
             if self._since is not None:
                 return
             self._since = time.monotonic()
@@ -91,13 +98,21 @@ class Outage:
         )
 
     def succeeded(self) -> None:
-        """The store answered; ends an episode if one is going on (logged once)."""
+        """The store answered; once it has answered for SETTLE_SECONDS the episode ends (logged once)."""
         if self._since is None:
             return
+        now = time.monotonic()
         with self._lock:
-            since, self._since = self._since, None
-        if since is not None:
-            log.warning("the event store answers again after %.1f s unavailable", time.monotonic() - since)
+            since, answering = self._since, self._answering_since
+            if since is None:
+                return
+            if answering is None:
+                self._answering_since = now
+                return
+            if now - answering < SETTLE_SECONDS:
+                return
+            self._since = self._answering_since = None
+        log.warning("the event store answers again after %.1f s unavailable", answering - since)
 
 
 _OUTAGES: dict[object, Outage] = {}

@@ -154,12 +154,17 @@ class PostgresTail:
             return
 
     async def close(self) -> None:
-        """Stop listening."""
+        """Stop listening (a read cut short by the stop may end in a driver error: the connection is dropped anyway)."""
         if self._task is not None:
             self._task.cancel()
             try:
                 await self._task
             except asyncio.CancelledError:
                 pass
+            except Exception as error:  # noqa: BLE001 - stopping; nothing is lost, the cursor is not kept
+                log.debug("live tail stopped on %s", first_line(error))
         if self._conn is not None:
-            await self._conn.close(timeout=2)
+            try:
+                await self._conn.close(timeout=2)
+            except Exception:  # noqa: BLE001 - a connection in a bad state is dropped instead
+                self._conn.terminate()
