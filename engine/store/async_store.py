@@ -25,7 +25,7 @@ from engine.observability.metrics import APPEND_SECONDS, EVENTS_APPENDED, STORE_
 from engine.store.deadline import REQUEST_DEADLINE
 from engine.store.event_store import ConcurrentAppend, EventStore, StoreUnavailable
 from engine.store.faults import first_line, is_passing, outage_of
-from engine.store.location import qualified_table
+from engine.store.location import POOL_WAIT_SECONDS, qualified_table
 from engine.store.sqlite_reads import SqliteStreamReader
 
 logging.getLogger("asyncpg.pool").setLevel(logging.ERROR)  # its reconnect tracebacks; the outage is logged once
@@ -37,6 +37,9 @@ MAX_BACKOFF_SECONDS = 1.0
 """Retries wait 0.05 s, then twice as long each time (with jitter), at most 1 s."""
 LEAST_ATTEMPT_SECONDS = 0.25
 """An operation started at or after its request's deadline still gets this long for one attempt."""
+WRITE_ATTEMPT_SECONDS = POOL_WAIT_SECONDS
+"""A write attempt that has begun is never cut; in a request, writes stop retrying this much before the deadline
+(an attempt in an outage lasts at most the pool's wait for a connection), so the answer still comes in time."""
 
 
 class _Abandoned(Exception):
@@ -84,37 +87,41 @@ class AsyncEventStore:
 
     # ---- retries -----------------------------------------------------------------------
 
-    async def bounded(self, attempt: Callable[[], Awaitable[T]], what: str) -> T:
+    async def bounded(self, attempt: Callable[[], Awaitable[T]], what: str, *, write: bool = False) -> T:
         """`attempt()` retried while the store is away, within the caller's time; StoreUnavailable after it.
 
-        In a request each attempt is cut at the request's deadline; outside one an attempt runs
-        to its end (a write whose outcome is unknown is never left behind), and retries stop
-        after `retry_seconds`. The first attempt goes straight through: retrying costs nothing
-        while the store answers.
+        In a request, retries stop at the request's deadline, and a read's attempt is cut there;
+        a write's attempt is never cut once it has begun (its outcome would be unknown: it could
+        still commit after the caller was told it failed), so writes stop retrying a little
+        earlier. Outside a request, retries stop after `retry_seconds`. The first attempt goes
+        straight through: retrying costs nothing while the store answers.
         """
         deadline = REQUEST_DEADLINE.get()
         in_request = deadline is not None
         if deadline is None:
             deadline = time.monotonic() + self.retry_seconds
+        elif write:
+            deadline -= WRITE_ATTEMPT_SECONDS
+        cut = deadline if in_request and not write else None
         try:
-            result = await self._once(attempt, deadline if in_request else None)
+            result = await self._once(attempt, cut)
         except Exception as error:
             if not is_passing(error):
                 raise
             self.outage.failed(error, what)
-            result = await self._retried(attempt, deadline, in_request, what)
+            result = await self._retried(attempt, deadline, cut, what)
         if self.outage.ongoing:
             self.outage.succeeded()
         return result
 
     @staticmethod
-    async def _once(attempt: Callable[[], Awaitable[T]], deadline: float | None) -> T:
-        if deadline is None:
+    async def _once(attempt: Callable[[], Awaitable[T]], cut: float | None) -> T:
+        if cut is None:
             return await attempt()
-        async with asyncio.timeout(max(deadline - time.monotonic(), LEAST_ATTEMPT_SECONDS)):
+        async with asyncio.timeout(max(cut - time.monotonic(), LEAST_ATTEMPT_SECONDS)):
             return await attempt()
 
-    async def _retried(self, attempt: Callable[[], Awaitable[T]], deadline: float, in_request: bool, what: str) -> T:
+    async def _retried(self, attempt: Callable[[], Awaitable[T]], deadline: float, cut: float | None, what: str) -> T:
         retrying = AsyncRetrying(
             retry=retry_if_exception(is_passing),
             stop=stop_before_delay(max(0.0, deadline - time.monotonic())),
@@ -123,7 +130,7 @@ class AsyncEventStore:
             reraise=True,
         )
         try:
-            found: T = await retrying(self._once, attempt, deadline if in_request else None)
+            found: T = await retrying(self._once, attempt, cut)
         except Exception as error:
             if not is_passing(error):
                 raise
@@ -163,6 +170,32 @@ class AsyncEventStore:
             running.add_done_callback(_unheard)
             raise
 
+    async def _write_on_thread(self, fn: Callable[[], T]) -> T:
+        """One write attempt on a writer thread. In a request, an attempt still queued at the deadline is
+        dropped (TimeoutError); one that has begun is waited for, so its outcome is always known."""
+        deadline = REQUEST_DEADLINE.get()
+        gate = threading.Lock()
+        began, dropped = threading.Event(), threading.Event()
+
+        def attempt() -> T:
+            with gate:
+                if dropped.is_set():
+                    raise _Abandoned()
+                began.set()
+            return fn()
+
+        running = asyncio.get_running_loop().run_in_executor(self._executor, attempt)
+        if deadline is not None:
+            done, _ = await asyncio.wait({running}, timeout=max(deadline - time.monotonic(), LEAST_ATTEMPT_SECONDS))
+            if not done:
+                with gate:
+                    if not began.is_set():
+                        dropped.set()
+                if dropped.is_set():
+                    running.add_done_callback(_unheard)
+                    raise TimeoutError("the write waited past the request's deadline for a writer thread")
+        return await asyncio.shield(running)
+
     # ---- writes --------------------------------------------------------------------------
 
     async def append_to_stream(self, events: Sequence[Any]) -> list[int]:
@@ -191,10 +224,10 @@ class AsyncEventStore:
         async def attempt() -> list[int]:
             nonlocal tries
             tries += 1
-            found: list[int] = await self._in_thread(lambda: self.sync.append_to_stream(events, retried=tries > 1))
-            return found
+            retried = tries > 1
+            return await self._write_on_thread(lambda: self.sync.append_to_stream(events, retried=retried))
 
-        ids = await self.bounded(attempt, "append")
+        ids = await self.bounded(attempt, "append", write=True)
         if self.on_appended is not None:
             self.on_appended(ids)
         return ids

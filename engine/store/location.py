@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, unquote, urlparse
 APP_NAME = "flowtrail"
 CONNECT_TIMEOUT_SECONDS = 5
 """How long any connection attempt to PostgreSQL may take (an unreachable server fails fast)."""
-POOL_WAIT_SECONDS = 0.5
+POOL_WAIT_SECONDS = 0.2
 """How long one write attempt waits for a pooled connection before it counts as failed (and is retried)."""
 POOL_RECONNECT_SECONDS = 2.0
 """How long the library's pool keeps retrying one lost connection before the next request asks afresh."""
