@@ -172,6 +172,7 @@ async def test_while_the_cluster_is_stopped_requests_answer_503_within_a_second_
         assert seconds < UNAVAILABLE_BOUND_SECONDS, (name, seconds)
     assert "Traceback" not in log
     assert len(outage_lines(log)) <= 2
+    assert "the event store answers again" in log
 
 
 async def appended(client: httpx.AsyncClient) -> float:
