@@ -121,16 +121,21 @@ class ReadModel:
             runner = self.runner
             if runner is None or not runner.is_interrupted.is_set():
                 continue
+            outage = False
             try:
                 runner.run_forever(timeout=0)  # raises what stopped it
             except Exception as error:  # noqa: BLE001 - whatever stopped it, a new runner goes on from the tracking
-                outage_of(self.store.location).failed(error, "read model")
+                outage = is_passing(error)
+                if outage:
+                    outage_of(self.store.location).failed(error, "read model")
+                else:  # e.g. another process's runner tracked the event first (its transaction was refused)
+                    log.debug("the run read model's runner stopped: %s", first_line(error))
             self._stop_runner(runner)
             self.runner = None
             while not self._closing.is_set() and self.runner is None:
-                self.runner = self._runner_when_reachable()
+                self.runner = self._runner_when_reachable(outage)
 
-    def _runner_when_reachable(self) -> ProjectionRunner[Any, PostgresRunRows] | None:
+    def _runner_when_reachable(self, after_outage: bool) -> ProjectionRunner[Any, PostgresRunRows] | None:
         """A new runner if the server accepts a connection now (checked first, so no half-built runner is left)."""
         if check_reachable(self.store.location) is not None:
             self._closing.wait(WATCH_SECONDS)
@@ -142,7 +147,7 @@ class ReadModel:
             self._closing.wait(WATCH_SECONDS)
             return None
         self.runner_restarts += 1
-        log.info("the run read model follows the log again (runner restarted)")
+        log.log(logging.INFO if after_outage else logging.DEBUG, "the run read model follows the log again (runner restarted)")
         return runner
 
     @staticmethod

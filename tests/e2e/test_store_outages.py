@@ -37,9 +37,9 @@ def cluster() -> Iterator[PrivateCluster]:
         yield made
 
 
-def outage_server(cluster: PrivateCluster, tmp_path) -> ServerProcess:
+def outage_server(cluster: PrivateCluster, tmp_path, url: str | None = None, name: str = "data") -> ServerProcess:
     return ServerProcess(
-        cluster.url(cluster.new_schema()), tmp_path / "data", FLOWTRAIL_LOAD_DEMOS="true",
+        url or cluster.url(cluster.new_schema()), tmp_path / name, FLOWTRAIL_LOAD_DEMOS="true",
         FLOWTRAIL_SCRIPTED_PACE_SECONDS=PACE_SECONDS, FLOWTRAIL_STORE_REQUEST_TIMEOUT_SECONDS="1",
     )
 
@@ -114,21 +114,28 @@ async def test_our_connections_killed_mid_run_are_invisible_runs_finish_and_stre
 
 async def test_a_cluster_restart_mid_run_pauses_the_streams_which_resume_exactly_and_the_runs_finish(cluster, tmp_path):
     server = await outage_server(cluster, tmp_path).start()
+    reader = await outage_server(cluster, tmp_path, server.env["FLOWTRAIL_DATABASE_URL"], "reader").start()
     try:
-        async with server.client() as client:
+        async with server.client() as client, reader.client() as other:
             run_ids = [await start_report(client, topic) for topic in TOPICS]
             streams = await streams_of(client, run_ids)
+            followed = await streams_of(other, run_ids)  # through the other process's live tail
             await until_events(client, run_ids, 10)
             await asyncio.to_thread(cluster.restart)
             resumed = await seconds_until_appending(client)
             live = await asyncio.wait_for(asyncio.gather(*streams), RUN_BOUND_SECONDS)
             for run_id, received in zip(run_ids, live):
                 await assert_finished_exactly(server, client, run_id, received)
+            for received, through_tail in zip(live, await asyncio.wait_for(asyncio.gather(*followed), 10)):
+                assert through_tail.ended and through_tail.ids == received.ids
     finally:
+        await reader.stop()
         await server.stop()
-    print(f"\nthe runs appended again {resumed:.2f} s after the restarted cluster accepted connections")
-    assert "Traceback" not in server.log()
-    assert len(outage_lines(server.log())) <= 2
+    print(f"\nthe runs appended again {resumed:.2f} s after the restarted cluster accepted connections; "
+          f"the streams through another process's live tail were exact too")
+    for process in (server, reader):
+        assert "Traceback" not in process.log()
+        assert len(outage_lines(process.log())) <= 2
 
 
 async def test_while_the_cluster_is_stopped_requests_answer_503_within_a_second_and_all_resumes_after(
