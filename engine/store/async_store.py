@@ -194,7 +194,11 @@ class AsyncEventStore:
                 if dropped.is_set():
                     running.add_done_callback(_unheard)
                     raise TimeoutError("the write waited past the request's deadline for a writer thread")
-        return await asyncio.shield(running)
+        try:
+            return await asyncio.shield(running)
+        except asyncio.CancelledError:
+            running.add_done_callback(_unheard)
+            raise
 
     # ---- writes --------------------------------------------------------------------------
 
@@ -206,17 +210,21 @@ class AsyncEventStore:
         """
         saving = asyncio.ensure_future(self._append_with_retries(list(events)))
         self._appending.add(saving)
-        saving.add_done_callback(self._appending.discard)
+        saving.add_done_callback(self._settled)
         began = time.perf_counter()
         try:
             ids: list[int] = await asyncio.shield(saving)
         except Exception as error:
-            if not isinstance(error, (ConcurrentAppend, StoreUnavailable)):  # a lost race is an answer
-                STORE_ERRORS.labels("append").inc()
+            if not isinstance(error, (ConcurrentAppend, StoreUnavailable)):  # a lost race is an answer, and an
+                STORE_ERRORS.labels("append").inc()  # outage's attempts were counted as they failed
             raise
         APPEND_SECONDS.observe(time.perf_counter() - began)
         EVENTS_APPENDED.inc(len(events))
         return ids
+
+    def _settled(self, saving: asyncio.Future[list[int]]) -> None:
+        self._appending.discard(saving)
+        _unheard(saving)  # its caller may have been cancelled; the failure is the caller's or the outage's
 
     async def _append_with_retries(self, events: list[Any]) -> list[int]:
         tries = 0

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 
 import httpx
-import pytest
 
 from client import FlowtrailClient
 from scripts.audit import audit
-from tests.support.private_cluster import PrivateCluster, private_cluster
+from tests.support.private_cluster import PrivateCluster, private_postgres
 from tests.support.process import ServerProcess
 from tests.support.sse import Received, read_stream
 
@@ -31,10 +29,8 @@ UNAVAILABLE_BOUND_SECONDS = 3.0
 OUTAGE_LINE = "the event store is unavailable"
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[PrivateCluster]:
-    with private_cluster() as made:
-        yield made
+cluster = private_postgres
+"""The module's private cluster (one for the whole module: making one takes about 3 s)."""
 
 
 def outage_server(cluster: PrivateCluster, tmp_path, url: str | None = None, name: str = "data") -> ServerProcess:

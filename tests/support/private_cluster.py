@@ -1,6 +1,8 @@
 """A private PostgreSQL cluster for fault tests: its own port, its data, log and configuration under /tmp.
 
 Tests stop, restart and kill the connections of this cluster, never the shared one on 5432.
+Use the module-scoped `private_postgres` fixture (import it into the test module), or
+`private_cluster()` as a context manager.
 It is made with Debian's postgresql-common tools (`pg_createcluster`, `pg_ctlcluster`,
 `pg_dropcluster`) with `PG_CLUSTER_CONF_ROOT` pointing into its temporary directory, so not even
 its configuration lands in /etc/postgresql; `pg_dropcluster --stop` removes it afterwards.
@@ -125,6 +127,13 @@ class PrivateCluster:
         with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
             self.tool("pg_dropcluster", "--stop", self.version, self.name)
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def private_postgres() -> Iterator[PrivateCluster]:
+    """A private cluster for a test module (import this fixture into the module that uses it)."""
+    with private_cluster() as cluster:
+        yield cluster
 
 
 @contextlib.contextmanager
