@@ -37,6 +37,8 @@ MAX_BACKOFF_SECONDS = 1.0
 """Retries wait 0.05 s, then twice as long each time (with jitter), at most 1 s."""
 LEAST_ATTEMPT_SECONDS = 0.25
 """An operation started at or after its request's deadline still gets this long for one attempt."""
+ANSWER_SECONDS = 0.05
+"""In a request, the store gives up this long before the deadline, so the 503 itself is sent by then."""
 WRITE_ATTEMPT_SECONDS = POOL_WAIT_SECONDS
 """A write attempt that has begun is never cut; in a request, writes stop retrying this much before the deadline
 (an attempt in an outage lasts at most the pool's wait for a connection), so the answer still comes in time."""
@@ -100,8 +102,8 @@ class AsyncEventStore:
         in_request = deadline is not None
         if deadline is None:
             deadline = time.monotonic() + self.retry_seconds
-        elif write:
-            deadline -= WRITE_ATTEMPT_SECONDS
+        else:
+            deadline -= ANSWER_SECONDS + (WRITE_ATTEMPT_SECONDS if write else 0.0)
         cut = deadline if in_request and not write else None
         try:
             result = await self._once(attempt, cut)
