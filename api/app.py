@@ -18,6 +18,7 @@ from api.docs import docs_assets, redoc_plugin, swagger_ui_plugin
 from api.errors import handle_exception
 from api.health import MetricsController
 from api.routes import CONTROLLERS
+from api.store_deadline import StoreDeadline
 from engine.bootstrap import Services, tune_collector
 from engine.execution.models import parse_models
 from engine.llm import SCRIPTED_ID
@@ -50,7 +51,8 @@ def readiness_of(services: Services) -> Readiness:
 def create_app(services: Services) -> Litestar:
     """A Litestar app serving `services`; it starts and closes them with the server.
 
-    Every request passes the access log first (it logs and counts requests no route matched too).
+    Every request passes the access log first (it logs and counts requests no route matched too), then gets
+    its store deadline.
     """
     readiness = readiness_of(services)
     app = Litestar(
@@ -77,5 +79,7 @@ def create_app(services: Services) -> Litestar:
         debug=False,
         logging_config=None,  # the process's logging is configured once (engine.observability.logs)
     )
-    app.asgi_handler = AccessLog(app.asgi_handler, services.keys)
+    app.asgi_handler = AccessLog(
+        StoreDeadline(app.asgi_handler, services.settings.store.request_timeout_seconds), services.keys,
+    )
     return app

@@ -43,6 +43,7 @@ HTTP_STATUS: dict[str, int] = {
     "UNSUPPORTED_MEDIA_TYPE": 415,
     "INTERNAL_ERROR": 500,
     "ENGINE_UNAVAILABLE": 503,
+    "STORE_UNAVAILABLE": 503,
     "NOT_READY": 503,
     "CONTEXT_DISABLED": 503,
 }
@@ -58,6 +59,10 @@ LIBRARY_ERRORS: list[tuple[type[HTTPException], str]] = [
 """Litestar's own refusals (routing, parameter validation, body size) and the codes they stand for."""
 
 INTERNAL = (500, "INTERNAL_ERROR", "internal error; the failure was logged")
+NOT_LOGGED = frozenset({"ENGINE_UNAVAILABLE", "STORE_UNAVAILABLE"})
+"""503s that say how the service is, not that a request failed: the store logs its outage once, not per request."""
+RETRY_AFTER = {"STORE_UNAVAILABLE": "1"}
+"""The `Retry-After` (seconds) sent with codes a client should simply retry."""
 
 
 class ApiError(FlowtrailError):
@@ -112,6 +117,7 @@ def envelope_error(status: int, code: str | int, message: str, headers: dict[str
 def handle_exception(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     """Every error leaves as the documented envelope; unexpected ones are logged, not shown."""
     status, code, message = classify(exc)
-    if status >= 500 and code != "ENGINE_UNAVAILABLE":
+    if status >= 500 and code not in NOT_LOGGED:
         logger.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-    return envelope_error(status, code, message)
+    retry_after = RETRY_AFTER.get(code)
+    return envelope_error(status, code, message, None if retry_after is None else {"Retry-After": retry_after})

@@ -137,7 +137,9 @@ def build_services(settings: Settings, *, encode_frame: FrameEncoder) -> Service
     """
     location = parse_database_url(settings.store.database_url)
     sync_store = EventStore(location)
-    store = AsyncEventStore(sync_store, write_threads=settings.store.write_threads)
+    store = AsyncEventStore(
+        sync_store, write_threads=settings.store.write_threads, retry_seconds=settings.store.write_retry_seconds,
+    )
     hub = LiveHub(
         lambda run_id, after, limit: store.read_stream(run_id, after=after, limit=limit),
         store.last_position,

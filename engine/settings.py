@@ -147,6 +147,14 @@ class StoreSettings:
     write_threads: Annotated[int, setting(
         "FLOWTRAIL_WRITE_THREADS", "worker threads for the (synchronous) event-store writes", ge=1,
     )] = 4
+    request_timeout_seconds: Annotated[float, setting(
+        "FLOWTRAIL_STORE_REQUEST_TIMEOUT_SECONDS", "while the store is away (down, restarting, disk full), a request's "
+        "reads and writes are retried this long, then it answers `503 STORE_UNAVAILABLE`", gt=0, le=60,
+    )] = 1.0
+    write_retry_seconds: Annotated[float, setting(
+        "FLOWTRAIL_STORE_WRITE_RETRY_SECONDS", "outside requests (runs executing), how long a read or write is retried "
+        "while the store is away before it fails", gt=0,
+    )] = 30.0
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,9 @@ replica whose worker takes the job drives the run here (`execute_here`).
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 import weakref
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any, Literal, Protocol
@@ -40,7 +39,7 @@ from engine.llm import ModelRegistry
 from engine.observability.metrics import RUNS_ACTIVE
 from engine.runs.service import RunService
 from engine.settings import EngineSettings
-from engine.store.deadline import REQUEST_DEADLINE
+from engine.store.deadline import outside_requests
 from engine.store.event_store import StoreUnavailable
 from engine.streams.writer import RunTakenOver
 from engine.workspace.directory import Workspace
@@ -281,7 +280,9 @@ class Engine:
         """The run's task in this process (started if there is none), outside any request's deadline."""
         task = self._tasks.get(run_id)
         if task is None or task.done():
-            task = self._tasks[run_id] = _detached_task(self._drive(run_id), name=f"flowtrail-run-{run_id.hex}")
+            task = self._tasks[run_id] = asyncio.create_task(
+                self._drive(run_id), name=f"flowtrail-run-{run_id.hex}", context=outside_requests(),
+            )
             RUNS_ACTIVE.inc()
             task.add_done_callback(lambda _: RUNS_ACTIVE.dec())
         return task
@@ -442,9 +443,3 @@ def _needs_execution(run: decide.Run) -> bool:
     """True when a run is executing, or was asked to cancel and has not ended."""
     return run.status in EXECUTING or (run.cancel_requested and not run.status.is_terminal)
 
-
-def _detached_task(coroutine: Coroutine[Any, Any, None], *, name: str) -> asyncio.Task[None]:
-    """A task that does not inherit the deadline of the request that started it."""
-    context = contextvars.copy_context()
-    context.run(REQUEST_DEADLINE.set, None)
-    return asyncio.create_task(coroutine, name=name, context=context)

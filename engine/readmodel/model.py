@@ -5,11 +5,16 @@ the rows right after it is stored, on the same writer thread, before the append'
 resumes; so a client sees its own writes in the listing at once, on both stores. On
 PostgreSQL the library's `ProjectionRunner` also follows the notification log, so appends
 by other processes reach the rows (and a row this process failed to write is repaired).
+The runner stops when its connection is lost (an outage, a server restart); a watcher thread
+starts a new one, which goes on from the tracked position, once the server answers again.
+Reads of the rows are retried within the caller's time like every store read
+(`AsyncEventStore.bounded`): during an outage a listing answers 503 STORE_UNAVAILABLE.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
@@ -23,7 +28,8 @@ from engine.readmodel.rows import RunRows
 from engine.readmodel.table import ROWS_TABLE, PostgresRunRows, SqliteRunRows
 from engine.store import AsyncEventStore, EventStore
 from engine.store.event_store import STORED_EVENT_TYPES, FlowtrailApplication
-from engine.store.location import APP_NAME, library_env, qualified_table
+from engine.store.faults import first_line, is_passing, outage_of
+from engine.store.location import APP_NAME, check_reachable, library_env, qualified_table
 from engine.store.mapper import MsgspecMapper
 from projections.run_row import RunRow, fold_rows
 
@@ -33,6 +39,8 @@ RUNNER_TOPICS = tuple(tag for tag in RUN_TAGS if tag != "NodeStreamed")
 """What the runner follows: every run event but stream chunks (they move only `last_event_id`; the next
 other event catches the row up from the stream)."""
 REBUILD_PAGE = 5000
+WATCH_SECONDS = 0.5
+"""How often the watcher looks whether the PostgreSQL runner stopped (and tries to start a new one)."""
 
 
 class RunRowProjection(Projection[PostgresRunRows]):
@@ -67,29 +75,93 @@ class ReadModel:
         else:
             self.reader = PostgresRowReader(lambda: store.pool, qualified_table(store.location.schema, ROWS_TABLE))
         self.runner: ProjectionRunner[Any, PostgresRunRows] | None = None
+        self._closing = threading.Event()
+        self._watcher: threading.Thread | None = None
+        self.runner_restarts = 0
+        self._behind = False
         store.sync.after_append = self.feed
 
     def feed(self, events: Sequence[Any], notification_ids: Sequence[int]) -> None:
         """Fold an append this process just stored (on its writer thread); a failure is logged, never raised.
 
-        On SQLite the feed also tracks the position; on PostgreSQL the runner does.
+        On SQLite the feed also tracks the position; on PostgreSQL the runner does. When the store
+        fails the feed for a moment (disk full, connection lost), the rows are caught up from the
+        log at the next append (SQLite) or by the runner (PostgreSQL).
         """
         try:
-            self.rows.apply(events, notification_ids[-1] if notification_ids else None, track=self.kind == "sqlite")
-        except Exception:
-            log.exception("the run read model missed an append; `flowtrail rebuild-read-model` repairs it")
+            if self._behind:
+                self.catch_up()
+                self._behind = False
+            else:
+                self.rows.apply(events, notification_ids[-1] if notification_ids else None, track=self.kind == "sqlite")
+        except Exception as error:
+            if not is_passing(error):
+                log.exception("the run read model missed an append; `flowtrail rebuild-read-model` repairs it")
+                return
+            outage_of(self.store.location).failed(error, "read model")
+            self._behind = self.kind == "sqlite"  # on PostgreSQL the runner brings the rows up to date
 
     def start(self) -> None:
         """Catch up with the log (SQLite), or start the runner that follows it (PostgreSQL)."""
         if self.kind == "sqlite":
             self.catch_up()
             return
+        self.runner = self._new_runner()
+        self._watcher = threading.Thread(target=self._watch, name="flowtrail-readmodel-watcher", daemon=True)
+        self._watcher.start()
+
+    def _new_runner(self) -> ProjectionRunner[Any, PostgresRunRows]:
         env = {**library_env(self.store.location), "POSTGRES_POOL_SIZE": "0", "POSTGRES_MAX_OVERFLOW": "2"}
-        self.runner = ProjectionRunner(
+        runner: ProjectionRunner[Any, PostgresRunRows] = ProjectionRunner(
             application_class=FlowtrailApplication, projection_class=RunRowProjection,
             view_class=PostgresRunRows, env=env,
         )
-        self.runner.__enter__()
+        runner.__enter__()
+        return runner
+
+    def _watch(self) -> None:
+        """Replace a runner that stopped on an error with a new one, once the server accepts connections."""
+        while not self._closing.wait(WATCH_SECONDS):
+            runner = self.runner
+            if runner is None or not runner.is_interrupted.is_set():
+                continue
+            outage = False
+            try:
+                runner.run_forever(timeout=0)  # raises what stopped it
+            except Exception as error:  # noqa: BLE001 - whatever stopped it, a new runner goes on from the tracking
+                outage = is_passing(error)
+                if outage:
+                    outage_of(self.store.location).failed(error, "read model")
+                else:  # e.g. another process's runner tracked the event first (its transaction was refused)
+                    log.debug("the run read model's runner stopped: %s", first_line(error))
+            self._stop_runner(runner)
+            self.runner = None
+            while not self._closing.is_set() and self.runner is None:
+                self.runner = self._runner_when_reachable(outage)
+
+    def _runner_when_reachable(self, after_outage: bool) -> ProjectionRunner[Any, PostgresRunRows] | None:
+        """A new runner if the server accepts a connection now (checked first, so no half-built runner is left)."""
+        if check_reachable(self.store.location) is not None:
+            self._closing.wait(WATCH_SECONDS)
+            return None
+        try:
+            runner = self._new_runner()
+        except Exception as error:  # noqa: BLE001 - the server went away again; try later
+            log.debug("the run read model's runner could not start: %s", first_line(error))
+            self._closing.wait(WATCH_SECONDS)
+            return None
+        self.runner_restarts += 1
+        log.log(logging.INFO if after_outage else logging.DEBUG, "the run read model follows the log again (runner restarted)")
+        return runner
+
+    @staticmethod
+    def _stop_runner(runner: ProjectionRunner[Any, PostgresRunRows]) -> None:
+        try:
+            runner.__exit__(None, None, None)
+        except Exception as error:  # noqa: BLE001 - it stopped on this error already
+            log.debug("the run read model's runner stopped: %s", first_line(error))
+        finally:
+            runner.view.datastore.close()  # the runner closes its application, not its view
 
     def catch_up(self) -> int:
         """Fold every run event after the tracked position (idempotent); how many were read."""
@@ -104,22 +176,26 @@ class ReadModel:
 
     async def page(self, query: RunQuery) -> list[RunRow]:
         """One page of rows (up to limit + 1), newest first."""
-        return await self.reader.page(query)
+        return await self.store.bounded(lambda: self.reader.page(query), "listing")
 
     async def row(self, run_id: UUID) -> RunRow | None:
         """A run's stored row."""
-        return await self.reader.row(run_id.hex)
+        return await self.store.bounded(lambda: self.reader.row(run_id.hex), "listing")
 
     def close(self) -> None:
-        """Stop the runner and the reader threads."""
+        """Stop the watcher, the runner and the reader threads."""
         self.store.sync.after_append = None
-        if self.runner is not None:
+        self._closing.set()
+        if self._watcher is not None:
+            self._watcher.join(timeout=5)
+        runner, self.runner = self.runner, None
+        if runner is not None:
             try:
-                self.runner.__exit__(None, None, None)
+                runner.__exit__(None, None, None)
             except Exception:
                 log.exception("the run read model's runner stopped with an error")
             finally:
-                self.runner.view.datastore.close()  # the runner closes its application, not its view
+                runner.view.datastore.close()  # the runner closes its application, not its view
         self.reader.close()
 
 

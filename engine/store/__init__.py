@@ -1,10 +1,17 @@
 """The event store: every module that knows SQL or the eventsourcing library."""
 
 from engine.store.async_store import AsyncEventStore
-from engine.store.event_store import STORED_EVENT_TYPES, ConcurrentAppend, EventStore, StoreError, StoreUnreachable
+from engine.store.event_store import (
+    STORED_EVENT_TYPES,
+    ConcurrentAppend,
+    EventStore,
+    StoreError,
+    StoreUnavailable,
+    StoreUnreachable,
+)
 from engine.store.location import StoreLocation, parse_database_url
 
 __all__ = [
     "STORED_EVENT_TYPES", "AsyncEventStore", "ConcurrentAppend", "EventStore", "StoreError", "StoreLocation",
-    "StoreUnreachable", "parse_database_url",
+    "StoreUnavailable", "StoreUnreachable", "parse_database_url",
 ]

@@ -1,27 +1,60 @@
-"""The event store for async code: writes on worker threads, reads through asyncpg or read-only SQLite."""
+"""The event store for async code: writes on worker threads, reads through asyncpg or read-only SQLite.
+
+Every read and write is retried while the store is away (connection lost or refused, server
+restarting, disk full or read-only, file locked), with capped exponential backoff, for as long
+as the caller may wait: until the request's deadline (`engine.store.deadline`) inside an HTTP
+request, else for `retry_seconds`; then `StoreUnavailable` is raised. The outage is logged once
+per episode (`engine.store.faults`), never once per request.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID
 
 import asyncpg
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_before_delay, wait_exponential_jitter
 
 from engine.observability.metrics import APPEND_SECONDS, EVENTS_APPENDED, STORE_ERRORS
-from engine.store.event_store import ConcurrentAppend, EventStore
-from engine.store.location import qualified_table
+from engine.store.deadline import REQUEST_DEADLINE
+from engine.store.event_store import ConcurrentAppend, EventStore, StoreUnavailable
+from engine.store.faults import first_line, is_passing, outage_of
+from engine.store.location import POOL_WAIT_SECONDS, qualified_table
 from engine.store.sqlite_reads import SqliteStreamReader
+
+logging.getLogger("asyncpg.pool").setLevel(logging.ERROR)  # its reconnect tracebacks; the outage is logged once
+T = TypeVar("T")
+RETRY_SECONDS = 30.0
+"""Outside a request, how long a read or write is retried while the store is away."""
+FIRST_BACKOFF_SECONDS = 0.05
+MAX_BACKOFF_SECONDS = 1.0
+"""Retries wait 0.05 s, then twice as long each time (with jitter), at most 1 s."""
+LEAST_ATTEMPT_SECONDS = 0.25
+"""An operation started at or after its request's deadline still gets this long for one attempt."""
+ANSWER_SECONDS = 0.05
+"""In a request, the store gives up this long before the deadline, so the 503 itself is sent by then."""
+WRITE_ATTEMPT_SECONDS = POOL_WAIT_SECONDS
+"""A write attempt that has begun is never cut; in a request, writes stop retrying this much before the deadline
+(an attempt in an outage lasts at most the pool's wait for a connection), so the answer still comes in time."""
+
+
+class _Abandoned(Exception):
+    """The caller stopped waiting before a queued attempt began; it is not made."""
 
 
 class AsyncEventStore:
     """The event store for async code: never blocks the event loop."""
 
-    def __init__(self, store: EventStore, *, write_threads: int = 4) -> None:
+    def __init__(self, store: EventStore, *, write_threads: int = 4, retry_seconds: float = RETRY_SECONDS) -> None:
         self.sync = store
+        self.retry_seconds = retry_seconds
+        self.outage = outage_of(store.location)
         self.location = store.location
         self.mapper = store.mapper
         self._executor = ThreadPoolExecutor(write_threads, thread_name_prefix="flowtrail-store")
@@ -54,41 +87,173 @@ class AsyncEventStore:
             self.read_stream(nobody, limit=1), self.read_stream(nobody, limit=1), self.last_position(nobody)
         )
 
+    # ---- retries -----------------------------------------------------------------------
+
+    async def bounded(self, attempt: Callable[[], Awaitable[T]], what: str, *, write: bool = False) -> T:
+        """`attempt()` retried while the store is away, within the caller's time; StoreUnavailable after it.
+
+        In a request, retries stop at the request's deadline, and a read's attempt is cut there;
+        a write's attempt is never cut once it has begun (its outcome would be unknown: it could
+        still commit after the caller was told it failed), so writes stop retrying a little
+        earlier. Outside a request, retries stop after `retry_seconds`. The first attempt goes
+        straight through: retrying costs nothing while the store answers.
+        """
+        deadline = REQUEST_DEADLINE.get()
+        in_request = deadline is not None
+        if deadline is None:
+            deadline = time.monotonic() + self.retry_seconds
+        else:
+            deadline -= ANSWER_SECONDS + (WRITE_ATTEMPT_SECONDS if write else 0.0)
+        cut = deadline if in_request and not write else None
+        try:
+            result = await self._once(attempt, cut)
+        except Exception as error:
+            if not is_passing(error):
+                raise
+            self.outage.failed(error, what)
+            result = await self._retried(attempt, deadline, cut, what)
+        if self.outage.ongoing:
+            self.outage.succeeded()
+        return result
+
+    @staticmethod
+    async def _once(attempt: Callable[[], Awaitable[T]], cut: float | None) -> T:
+        if cut is None:
+            return await attempt()
+        async with asyncio.timeout(max(cut - time.monotonic(), LEAST_ATTEMPT_SECONDS)):
+            return await attempt()
+
+    async def _retried(self, attempt: Callable[[], Awaitable[T]], deadline: float, cut: float | None, what: str) -> T:
+        retrying = AsyncRetrying(
+            retry=retry_if_exception(is_passing),
+            stop=stop_before_delay(max(0.0, deadline - time.monotonic())),
+            wait=wait_exponential_jitter(initial=FIRST_BACKOFF_SECONDS, max=MAX_BACKOFF_SECONDS, jitter=FIRST_BACKOFF_SECONDS),
+            before_sleep=lambda state: self._failed(state, what),
+            reraise=True,
+        )
+        try:
+            found: T = await retrying(self._once, attempt, cut)
+        except Exception as error:
+            if not is_passing(error):
+                raise
+            self.outage.failed(error, what)
+            raise StoreUnavailable(
+                f"the event store is unavailable ({first_line(error)}); try again later", operation=what,
+            ) from error
+        return found
+
+    def _failed(self, state: RetryCallState, what: str) -> None:
+        if state.outcome is not None and state.outcome.failed:
+            error = state.outcome.exception()
+            if error is not None:
+                self.outage.failed(error, what)
+
     async def _in_thread(self, fn: Any, *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        return await self._attempt_on(self._executor, fn, *args)
 
     async def _on_reader(self, fn: Any, *args: Any) -> Any:
         assert self.sqlite is not None
-        return await asyncio.get_running_loop().run_in_executor(self.sqlite.executor, fn, *args)
+        return await self._attempt_on(self.sqlite.executor, fn, *args)
+
+    async def _attempt_on(self, executor: ThreadPoolExecutor, fn: Any, *args: Any) -> Any:
+        """One attempt on a worker thread; if the caller stops waiting before it began, it is not made."""
+        abandoned = threading.Event()
+
+        def attempt() -> Any:
+            if abandoned.is_set():
+                raise _Abandoned()
+            return fn(*args)
+
+        running = asyncio.get_running_loop().run_in_executor(executor, attempt)
+        try:
+            return await asyncio.shield(running)
+        except asyncio.CancelledError:
+            abandoned.set()
+            running.add_done_callback(_unheard)
+            raise
+
+    async def _write_on_thread(self, fn: Callable[[], T]) -> T:
+        """One write attempt on a writer thread. In a request, an attempt still queued at the deadline is
+        dropped (TimeoutError); one that has begun is waited for, so its outcome is always known."""
+        deadline = REQUEST_DEADLINE.get()
+        gate = threading.Lock()
+        began, dropped = threading.Event(), threading.Event()
+
+        def attempt() -> T:
+            with gate:
+                if dropped.is_set():
+                    raise _Abandoned()
+                began.set()
+            return fn()
+
+        running = asyncio.get_running_loop().run_in_executor(self._executor, attempt)
+        if deadline is not None:
+            done, _ = await asyncio.wait({running}, timeout=max(deadline - time.monotonic(), LEAST_ATTEMPT_SECONDS))
+            if not done:
+                with gate:
+                    if not began.is_set():
+                        dropped.set()
+                if dropped.is_set():
+                    running.add_done_callback(_unheard)
+                    raise TimeoutError("the write waited past the request's deadline for a writer thread")
+        try:
+            return await asyncio.shield(running)
+        except asyncio.CancelledError:
+            running.add_done_callback(_unheard)
+            raise
+
+    # ---- writes --------------------------------------------------------------------------
 
     async def append_to_stream(self, events: Sequence[Any]) -> list[int]:
-        """Append events durably at their streams' positions (all or none); returns their notification ids."""
-        saving = asyncio.get_running_loop().run_in_executor(self._executor, self.sync.append_to_stream, list(events))
+        """Append events durably at their streams' positions (all or none); returns their notification ids.
+
+        A caller that is cancelled does not cut the append short: it goes on (retries included)
+        and this process learns its ids.
+        """
+        saving = asyncio.ensure_future(self._append_with_retries(list(events)))
         self._appending.add(saving)
-        saving.add_done_callback(self._appended)
+        saving.add_done_callback(self._settled)
         began = time.perf_counter()
         try:
-            ids: list[int] = await saving
+            ids: list[int] = await asyncio.shield(saving)
         except Exception as error:
-            if not isinstance(error, ConcurrentAppend):  # a lost race is an answer, not a store failure
-                STORE_ERRORS.labels("append").inc()
+            if not isinstance(error, (ConcurrentAppend, StoreUnavailable)):  # a lost race is an answer, and an
+                STORE_ERRORS.labels("append").inc()  # outage's attempts were counted as they failed
             raise
         APPEND_SECONDS.observe(time.perf_counter() - began)
         EVENTS_APPENDED.inc(len(events))
         return ids
 
-    def _appended(self, saving: asyncio.Future[list[int]]) -> None:
+    def _settled(self, saving: asyncio.Future[list[int]]) -> None:
         self._appending.discard(saving)
-        if self.on_appended is not None and not saving.cancelled() and saving.exception() is None:
-            self.on_appended(saving.result())
+        _unheard(saving)  # its caller may have been cancelled; the failure is the caller's or the outage's
+
+    async def _append_with_retries(self, events: list[Any]) -> list[int]:
+        tries = 0
+
+        async def attempt() -> list[int]:
+            nonlocal tries
+            tries += 1
+            retried = tries > 1
+            return await self._write_on_thread(lambda: self.sync.append_to_stream(events, retried=retried))
+
+        ids = await self.bounded(attempt, "append", write=True)
+        if self.on_appended is not None:
+            self.on_appended(ids)
+        return ids
 
     async def appends_done(self) -> None:
         """Wait until the appends this process has in flight now are stored (or failed)."""
         if self._appending:
             await asyncio.wait(set(self._appending))
 
+    # ---- reads ---------------------------------------------------------------------------
+
     async def read_stream(self, stream_id: UUID, *, after: int = 0, limit: int | None = None) -> list[Any]:
         """A stream's events after a position, in order (at most `limit`)."""
+        return await self.bounded(lambda: self._read_stream(stream_id, after, limit), "read")
+
+    async def _read_stream(self, stream_id: UUID, after: int, limit: int | None) -> list[Any]:
         if self.sqlite is not None:
             rows = await self._on_reader(self.sqlite.rows, stream_id, after, limit)
         elif self.pool is not None:
@@ -100,10 +265,13 @@ class AsyncEventStore:
 
     async def last_position(self, stream_id: UUID) -> int:
         """The position of a stream's last event (0: no such stream)."""
+        return await self.bounded(lambda: self._last_position(stream_id), "read")
+
+    async def _last_position(self, stream_id: UUID) -> int:
         if self.sqlite is not None:
             return int(await self._on_reader(self.sqlite.last_position, stream_id))
         if self.pool is None:
-            return await self._in_thread(self.sync.last_position, stream_id)
+            return int(await self._in_thread(self.sync.last_position, stream_id))
         return int(await self.pool.fetchval(self._select_last, stream_id))
 
     async def check_reachable(self, timeout: float) -> None:
@@ -124,12 +292,12 @@ class AsyncEventStore:
 
     async def read_all(self, tag: str) -> list[Any]:
         """Every event with one tag across all streams, in log order."""
-        found: list[Any] = await self._in_thread(self.sync.read_all, tag)
+        found: list[Any] = await self.bounded(lambda: self._in_thread(self.sync.read_all, tag), "read")
         return found
 
     async def last_notification_id(self) -> int:
         """The newest position in the whole log (0 when empty)."""
-        return int(await self._in_thread(self.sync.last_notification_id))
+        return int(await self.bounded(lambda: self._in_thread(self.sync.last_notification_id), "read"))
 
     async def close(self) -> None:
         """Close the pool, the threads and the library's connections."""
@@ -139,3 +307,9 @@ class AsyncEventStore:
             self.sqlite.close()
         self._executor.shutdown(wait=True)
         self.sync.close()
+
+
+def _unheard(attempt: asyncio.Future[Any]) -> None:
+    """Take the outcome of an attempt nobody waits for any more (the outage it met is logged once already)."""
+    if not attempt.cancelled():
+        attempt.exception()

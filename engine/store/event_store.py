@@ -11,12 +11,22 @@ from typing import Any
 from uuid import UUID
 
 from eventsourcing.application import Application
-from eventsourcing.persistence import IntegrityError, PersistenceError
+from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent
 
 from domain.catalogue import CATALOGUE_EVENT_TYPES
+from domain.errors import FlowtrailError
 from domain.events import RUN_EVENT_TYPES
 from domain.idempotency import IDEMPOTENCY_EVENT_TYPES
-from engine.store.location import APP_NAME, StoreLocation, check_reachable, ensure_schema, library_env
+from engine.store.location import (
+    APP_NAME,
+    POOL_RECONNECT_SECONDS,
+    POOL_WAIT_SECONDS,
+    StoreLocation,
+    check_reachable,
+    ensure_schema,
+    library_env,
+    qualified_table,
+)
 from engine.store.mapper import MsgspecMapper
 
 STORED_EVENT_TYPES = (*RUN_EVENT_TYPES, *CATALOGUE_EVENT_TYPES, *IDEMPOTENCY_EVENT_TYPES)
@@ -31,12 +41,14 @@ class StoreUnreachable(StoreError):
     """The configured store cannot be opened; the message is one line naming where it is and why."""
 
 
-class StoreUnavailable(StoreError):
-    """The store cannot be reached or cannot write now; try again later."""
-
-
 class ConcurrentAppend(StoreError):
     """Another writer appended to the same stream at the same position."""
+
+
+class StoreUnavailable(StoreError, FlowtrailError):
+    """The store cannot be reached or cannot write now; try again later."""
+
+    code = "STORE_UNAVAILABLE"
 
 
 class FlowtrailApplication(Application):
@@ -70,13 +82,20 @@ class EventStore:
             raise StoreUnreachable(
                 f"FLOWTRAIL_DATABASE_URL: cannot open the SQLite file {location.sqlite_path}: {error}"
             ) from None
+        if location.kind == "postgres":
+            tune_pool(self.app.recorder.datastore.pool)  # type: ignore[attr-defined]  # the PostgreSQL recorder's
         self.mapper: MsgspecMapper = self.app.mapper  # type: ignore[assignment]  # construct_mapper made it ours
         self.events_table: str = self.app.recorder.events_table_name  # type: ignore[attr-defined]  # both recorders have it; the base type does not say
         self.after_append: Callable[[Sequence[Any], list[int]], None] | None = None
         """Called with each append's events and notification ids once they are stored (the run read model's feed)."""
 
-    def append_to_stream(self, events: Sequence[Any]) -> list[int]:
+    def append_to_stream(self, events: Sequence[Any], *, retried: bool = False) -> list[int]:
         """Append events at their streams' positions (all or none); returns their notification ids.
+
+        `retried` says an earlier attempt of this very append failed with its outcome unknown
+        (the connection was lost, perhaps during the commit): a conflict then means the
+        earlier attempt was stored if the rows at those positions are these events, and that
+        counts as success instead of a duplicate or a false conflict.
 
         Maps the events and hands the rows to the library's recorder, which is what the
         library's `EventStore.put` does too; `Application.save` and `put` would add a
@@ -87,15 +106,45 @@ class EventStore:
             return []
         rows = [self.mapper.to_stored_event(event) for event in events]
         try:
-            ids = self.app.recorder.insert_events(rows)
+            stored = list(self.app.recorder.insert_events(rows) or ())
         except IntegrityError as exc:
-            raise ConcurrentAppend(
-                f"stream {events[0].originator_id.hex} already has position {events[0].originator_version}"
-            ) from exc
-        stored = list(ids or ())
+            stored_before = self.stored_ids_if_same(rows) if retried else None
+            if stored_before is None:
+                raise ConcurrentAppend(
+                    f"stream {events[0].originator_id.hex} already has position {events[0].originator_version}"
+                ) from exc
+            stored = stored_before
         if self.after_append is not None:
             self.after_append(events, stored)
         return stored
+
+    def stored_ids_if_same(self, rows: Sequence[StoredEvent]) -> list[int] | None:
+        """The notification ids of rows already stored with exactly this content at their positions, else None."""
+        found: list[int] = []
+        for row in rows:
+            stored = self._stored_row(UUID(str(row.originator_id)), row.originator_version)
+            if stored is None or (stored[1], bytes(stored[2])) != (row.topic, bytes(row.state)):
+                return None
+            found.append(int(stored[0]))
+        return found
+
+    def _stored_row(self, stream_id: UUID, position: int) -> tuple[int, str, bytes] | None:
+        """(notification id, topic, state) of the row at a stream position."""
+        datastore: Any = self.app.recorder.datastore  # type: ignore[attr-defined]  # both recorders have one
+        if self.location.kind == "sqlite":
+            select = f'SELECT rowid, topic, state FROM "{self.events_table}" WHERE originator_id = ? AND originator_version = ?'
+            with datastore.transaction(commit=False) as cursor:
+                cursor.execute(select, (stream_id.hex, position))
+                found = cursor.fetchone()
+            return None if found is None else (found[0], found[1], found[2])
+        table = qualified_table(self.location.schema, self.events_table)
+        with datastore.transaction(commit=False) as cursor:
+            cursor.execute(
+                f"SELECT notification_id, topic, state FROM {table} WHERE originator_id = %s AND originator_version = %s",
+                (stream_id, position),
+            )
+            row = cursor.fetchone()
+        return None if row is None else (row["notification_id"], row["topic"], row["state"])
 
     def read_stream(self, stream_id: UUID, *, after: int = 0, upto: int | None = None,
                     limit: int | None = None) -> list[Any]:
@@ -131,3 +180,14 @@ class EventStore:
     def close(self) -> None:
         """Release connections."""
         self.app.close()
+
+
+def tune_pool(pool: Any) -> None:
+    """Make the library's psycopg pool give up waiting for a connection quickly and retry a lost server soon.
+
+    By default a request for a connection waits 5 s, and an unreachable server is retried
+    with doubling delays for 5 minutes (so a long outage ends seconds late); our own
+    retries (`engine.store.async_store`) decide how long to keep trying.
+    """
+    pool.timeout = POOL_WAIT_SECONDS
+    pool.reconnect_timeout = POOL_RECONNECT_SECONDS

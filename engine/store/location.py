@@ -11,6 +11,10 @@ from urllib.parse import parse_qs, unquote, urlparse
 APP_NAME = "flowtrail"
 CONNECT_TIMEOUT_SECONDS = 5
 """How long any connection attempt to PostgreSQL may take (an unreachable server fails fast)."""
+POOL_WAIT_SECONDS = 0.2
+"""How long one write attempt waits for a pooled connection before it counts as failed (and is retried)."""
+POOL_RECONNECT_SECONDS = 2.0
+"""How long the library's pool keeps retrying one lost connection before the next request asks afresh."""
 
 
 def qualified_table(schema: str, table: str) -> str:
@@ -97,6 +101,9 @@ def library_env(location: StoreLocation) -> dict[str, str]:
         "POSTGRES_MAX_OVERFLOW": "4",
         "POSTGRES_LOCK_TIMEOUT": "10",
         "POSTGRES_CONNECT_TIMEOUT": str(CONNECT_TIMEOUT_SECONDS),
+        "POSTGRES_PRE_PING": "y",  # a connection the server dropped is found and replaced before it is used
+        "POSTGRES_CONN_MAX_AGE": "600",
+        "POSTGRES_IDLE_IN_TRANSACTION_SESSION_TIMEOUT": "30",
         "APPLICATION_RECORDER_TOPIC": "engine.store.postgres_recorder:ColumnArrayRecorder",
     }
 

@@ -3,8 +3,12 @@
 The library inserts a batch as one text array of a composite type, which psycopg builds
 and escapes in Python row by row. This subclass changes only that encoding; the library
 keeps the connection pool, the transaction, the table lock, the NOTIFY, the returned
-notification ids, the retries and the error mapping. Plugged in through the library's
+notification ids and the error mapping. Plugged in through the library's
 `APPLICATION_RECORDER_TOPIC` setting (docs/decisions/0008-postgres-column-arrays.md).
+
+An insert is tried once here: the library would retry a lost connection itself, and a retry
+after a commit whose answer was lost reads as a conflict. `engine.store.async_store` retries
+instead and tells such a conflict from a real one (docs/decisions/0029-store-outages.md).
 """
 
 from __future__ import annotations
@@ -32,6 +36,12 @@ class ColumnArrayRecorder(PostgresApplicationRecorder):
             " SELECT * FROM unnest(%b::uuid[], %b::int8[], %b::text[], %b::bytea[])"
             " RETURNING notification_id"
         ).format(schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name)).as_bytes(None)
+
+    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+        """The library's insert, one attempt (its retry decorator left out)."""
+        once = PostgresApplicationRecorder.insert_events.__wrapped__  # functools.wraps keeps the undecorated one
+        found: Sequence[int] | None = once(self, stored_events, **kwargs)
+        return found
 
     def _insert_stored_events(self, curs: Cursor[Any], stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
         """Lock and notify as the library does, then insert the rows as column arrays."""

@@ -6,6 +6,10 @@ table lock, so notification ids are handed out in commit order and each append's
 one contiguous range; once such a range is committed, every smaller id is committed or
 will never exist. On a wake-up the tail first lets this process's appends in flight
 finish, so it knows their ids before it reads.
+
+When the connection is lost (the server restarted, our backend was terminated) the tail
+reconnects with capped backoff and reads on from its cursor, so nothing committed in
+between is missed; the outage is logged once, with the store's (`engine.store.faults`).
 """
 
 from __future__ import annotations
@@ -19,12 +23,15 @@ from uuid import UUID
 
 import asyncpg
 
+from engine.store.faults import first_line, is_passing, outage_of
 from engine.store.location import StoreLocation, qualified_table
 from engine.store.mapper import MsgspecMapper
 from engine.waiting import wait_event
 
 log = logging.getLogger("flowtrail.tail")
 NO_LIMIT = 2**63 - 1
+FIRST_RECONNECT_SECONDS = 0.1
+MAX_RECONNECT_SECONDS = 1.0
 
 
 class PostgresTail:
@@ -57,6 +64,8 @@ class PostgresTail:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._conn: asyncpg.Connection | None = None
+        self.outage = outage_of(location)
+        self.reconnects = 0
 
     async def start(self) -> None:
         """Start listening from the log's current end."""
@@ -88,8 +97,10 @@ class PostgresTail:
                 if self.local_appends_done is not None:
                     await self.local_appends_done()
                 await self._drain()
-            except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError) as exc:
-                log.warning("live tail read failed, reconnecting: %s", exc)
+            except Exception as exc:
+                if not is_passing(exc):
+                    raise
+                self.outage.failed(exc, "live tail")
                 await self._reconnect()
 
     async def _drain(self) -> None:
@@ -118,26 +129,42 @@ class PostgresTail:
             self.deliver(events)
 
     async def _reconnect(self) -> None:
-        await asyncio.sleep(0.5)
-        try:
-            if self._conn is not None:
-                await self._conn.close(timeout=1)
-        except Exception:  # noqa: BLE001 - the old connection is gone either way
-            pass
-        try:
-            self._conn = await asyncpg.connect(**self.location.asyncpg_dsn())
-            await self._conn.add_listener(self.location.channel, self._notified)
+        """Replace the connection, trying until it works (capped backoff); then read on from the cursor."""
+        if self._conn is not None:
+            self._conn.terminate()  # the old connection is gone either way
+            self._conn = None
+        wait = FIRST_RECONNECT_SECONDS
+        while True:
+            await asyncio.sleep(wait)
+            try:
+                self._conn = await asyncpg.connect(**self.location.asyncpg_dsn())
+                await self._conn.add_listener(self.location.channel, self._notified)
+            except Exception as exc:
+                if not is_passing(exc):
+                    raise
+                self.outage.failed(exc, "live tail")
+                log.debug("live tail reconnect failed: %s", first_line(exc))
+                if self._conn is not None:
+                    self._conn.terminate()
+                    self._conn = None
+                wait = min(wait * 2, MAX_RECONNECT_SECONDS)
+                continue
+            self.reconnects += 1
             self._wake.set()
-        except (asyncpg.PostgresError, OSError) as exc:
-            log.warning("live tail reconnect failed: %s", exc)
+            return
 
     async def close(self) -> None:
-        """Stop listening."""
+        """Stop listening (a read cut short by the stop may end in a driver error: the connection is dropped anyway)."""
         if self._task is not None:
             self._task.cancel()
             try:
                 await self._task
             except asyncio.CancelledError:
                 pass
+            except Exception as error:  # noqa: BLE001 - stopping; nothing is lost, the cursor is not kept
+                log.debug("live tail stopped on %s", first_line(error))
         if self._conn is not None:
-            await self._conn.close(timeout=2)
+            try:
+                await self._conn.close(timeout=2)
+            except Exception:  # noqa: BLE001 - a connection in a bad state is dropped instead
+                self._conn.terminate()
