@@ -18,7 +18,7 @@ from litestar import Controller, MediaType, Request, Response, post
 from litestar.exceptions import MethodNotAllowedException, NotFoundException
 
 from api.dependencies import Injected
-from api.errors import classify
+from api.errors import NOT_LOGGED, classify
 from api.paths import CONTEXT
 from domain.errors import FlowtrailError
 from engine.context.contract import (
@@ -86,7 +86,7 @@ def handle_context_error(request: Request[Any, Any, Any], exc: Exception) -> Res
         message = NotLoopback().message
     elif isinstance(exc, MethodNotAllowedException):
         message = "method not allowed (the context API answers POST)"
-    if status >= 500 and code != "CONTEXT_DISABLED":
+    if status >= 500 and code not in NOT_LOGGED and code != "CONTEXT_DISABLED":
         logger.exception("context query on %s failed", request.url.path, exc_info=exc)
     return Response(
         content=ContextAnswer(status, message), status_code=status, media_type=MediaType.JSON, headers=_NO_STORE,
