@@ -39,10 +39,32 @@ SELECT_QUEUED = (
 
 def quiet_library_logs() -> None:
     """procrastinate logs every job's start and end at INFO (a hand-back with a traceback): keep its warnings only,
-    unless its logger was given a level on purpose."""
+    unless its logger was given a level on purpose, and each of its errors as one line (a filter on each of its
+    loggers: a logger's filters do not see its children's records)."""
     library = logging.getLogger("procrastinate")
     if library.level == logging.NOTSET:
         library.setLevel(logging.WARNING)
+    one_line = OneLineLibraryErrors()
+    for name in [n for n in logging.root.manager.loggerDict if n.split(".")[0] == "procrastinate"]:
+        named = logging.getLogger(name)
+        if not any(isinstance(f, OneLineLibraryErrors) for f in named.filters):
+            named.addFilter(one_line)
+
+
+class OneLineLibraryErrors(logging.Filter):
+    """The queue's own errors (its listener losing PostgreSQL, say) as one line each, without a traceback:
+    the store logs the outage itself, once."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Fold the exception into the message and drop its traceback."""
+        if record.exc_info and record.exc_info[1] is not None:
+            error = record.exc_info[1]
+            cause = error.__cause__ or error
+            record.msg = f"{record.getMessage()} ({type(cause).__name__}: {str(cause).strip().splitlines()[0] if str(cause).strip() else ''})"
+            record.args = None
+            record.exc_info = None
+            record.exc_text = None
+        return True
 
 
 class HandBack(BaseRetryStrategy):
