@@ -41,6 +41,8 @@ HTTP_STATUS: dict[str, int] = {
     "RUN_ALREADY_FINISHED": 410,
     "PAYLOAD_TOO_LARGE": 413,
     "UNSUPPORTED_MEDIA_TYPE": 415,
+    "TOO_MANY_STREAMS": 429,
+    "RATE_LIMITED": 429,
     "INTERNAL_ERROR": 500,
     "ENGINE_UNAVAILABLE": 503,
     "NOT_READY": 503,
@@ -114,4 +116,5 @@ def handle_exception(request: Request[Any, Any, Any], exc: Exception) -> Respons
     status, code, message = classify(exc)
     if status >= 500 and code != "ENGINE_UNAVAILABLE":
         logger.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-    return envelope_error(status, code, message)
+    retry_after = exc.details.get("retry_after") if isinstance(exc, FlowtrailError) else None
+    return envelope_error(status, code, message, None if retry_after is None else {"Retry-After": str(retry_after)})

@@ -10,7 +10,7 @@ import socket
 import uvicorn
 
 from api.app import create_app
-from api.server import GracefulServer
+from api.server import GracefulServer, connection_options
 from api.sse import encode_frame
 from engine.bootstrap import build_services
 from engine.observability.logs import configure_logging, uvicorn_logging
@@ -58,7 +58,7 @@ def serve() -> int:
     config = uvicorn.Config(
         create_app(services), lifespan="on",
         timeout_graceful_shutdown=math.ceil(settings.stream.shutdown_grace_seconds) or None,
-        **uvicorn_logging(settings.log_level),
+        **uvicorn_logging(settings.log_level), **connection_options(settings),
     )
     Server(config, on_stop=services.hub.close_streams).run(sockets=[sock])
     return 0
