@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import os
 import resource
 import signal
 import socket
+import struct
+import termios
 import threading
 from collections.abc import Callable, Generator, Mapping
 from types import FrameType
@@ -76,8 +79,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
       that has not sent them whole within `header_timeout` seconds is closed (uvicorn's keep-alive
       timer stops at the first byte of a request, so a half-sent request would be kept forever);
     * **stuck client**: while the transport's write buffer is over its high-water mark (uvicorn's
-      `send` then waits for it to drain), a client that takes no bytes for `stuck_seconds` is cut
-      (`abort`: what it did not take is dropped, not flushed);
+      `send` then waits for it to drain), a client that takes no bytes for `stuck_seconds` (the
+      buffer did not shrink) is cut (`abort`: what it did not take is dropped, not flushed);
     * **response deadline**: the scope extension `RESPONSE_DEADLINE` lets the app cut its response
       after a time, for a stream whose client is stuck where the app cannot end it.
     """
@@ -131,17 +134,36 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self._await_headers()
 
     def pause_writing(self) -> None:
-        """The client stopped taking bytes: it has `stuck_seconds` to take some again."""
+        """The write buffer is full: the client must take bytes within `stuck_seconds`, and again after that."""
         super().pause_writing()
         if self._stuck_timer is None:
-            self._stuck_timer = self.loop.call_later(self.stuck_seconds, self._cut, "it took no bytes for the stuck-client time")
+            self._watch_progress(-1)
 
     def resume_writing(self) -> None:
-        """The client took bytes again."""
+        """The client took most of the buffer."""
         if self._stuck_timer is not None:
             self._stuck_timer.cancel()
             self._stuck_timer = None
         super().resume_writing()
+
+    def _watch_progress(self, before: int) -> None:
+        """Cut the connection when what it has to send did not shrink since the last look."""
+        left = self._unsent()
+        if left and left == before:
+            self._cut("it took no bytes for the stuck-client time")
+            return
+        self._stuck_timer = self.loop.call_later(self.stuck_seconds, self._watch_progress, left)
+
+    def _unsent(self) -> int:
+        """Bytes the client has not taken: the transport's buffer, plus the socket's unacknowledged send queue
+        (the kernel wakes the transport only once much of that queue is gone, long after a slow client began
+        taking bytes)."""
+        unsent = self.transport.get_write_buffer_size()
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError, ValueError):
+                unsent += struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0]
+        return unsent
 
     def _response_deadline(self, seconds: float) -> None:
         if self._deadline_timer is not None:
