@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import fcntl
 import logging
 import os
@@ -221,12 +222,13 @@ class FdWatch:
 
     @staticmethod
     def usage() -> tuple[int, int]:
-        """(open descriptors, the soft limit); (0, limit) where /proc is not there to count them."""
+        """(open descriptors, the soft limit): all of them when counting needs one more than there is,
+        none where /proc is not there to count them."""
         limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         try:
             return len(os.listdir("/proc/self/fd")), limit
-        except OSError:
-            return 0, limit
+        except OSError as error:
+            return (limit if error.errno in (errno.EMFILE, errno.ENFILE) else 0), limit
 
     def check(self, *, refused: bool = False) -> None:
         """Log a change of state: out of descriptors (or `refused`: an accept failed), or recovered."""
