@@ -31,7 +31,7 @@ FD_TIMEOUT = 4.0
 
 
 @pytest.fixture
-async def guarded(store: str, tmp_path) -> AsyncIterator[GuardedServer]:
+async def timing_out(store: str, tmp_path) -> AsyncIterator[GuardedServer]:
     settings = server_settings(store, tmp_path / "data", keepalive_seconds=0.5)
     limits = LimitSettings(idle_timeout_seconds=TIMEOUT, header_timeout_seconds=TIMEOUT)
     running = GuardedServer(dataclasses.replace(settings, limits=limits))
@@ -56,8 +56,8 @@ async def idle(port: int, first_bytes: bytes) -> tuple[asyncio.StreamReader, asy
     return reader, writer
 
 
-async def test_idle_half_sent_and_kept_alive_connections_are_closed_after_their_timeouts(guarded):
-    port = guarded.settings.port
+async def test_idle_half_sent_and_kept_alive_connections_are_closed_after_their_timeouts(timing_out):
+    port = timing_out.settings.port
     kinds = {
         "silent": b"",
         "half-sent head": b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ",
@@ -70,12 +70,12 @@ async def test_idle_half_sent_and_kept_alive_connections_are_closed_after_their_
         print(f"\n[timeouts] {CONNECTIONS} {kind} connections: all closed, the last after {max(times):.2f} s "
               f"(timeout {TIMEOUT:g} s)", end="")
     assert all(max(times) < TIMEOUT + 3 for times in took.values())
-    async with httpx.AsyncClient(base_url=guarded.base_url) as client:
+    async with httpx.AsyncClient(base_url=timing_out.base_url) as client:
         assert (await client.get("/healthz")).status_code == 200
 
 
-async def test_a_head_sent_in_pieces_within_the_timeout_is_answered_and_a_long_stream_is_not_cut(guarded):
-    port = guarded.settings.port
+async def test_a_head_sent_in_pieces_within_the_timeout_is_answered_and_a_long_stream_is_not_cut(timing_out):
+    port = timing_out.settings.port
     reader, writer = await connect(port)
     for piece in (b"GET /healthz HTTP/1.1\r\n", b"Host: 127.0.0.1\r\n", b"\r\n"):
         writer.write(piece)
@@ -83,8 +83,8 @@ async def test_a_head_sent_in_pieces_within_the_timeout_is_answered_and_a_long_s
     assert (await reader.readline()).startswith(b"HTTP/1.1 200")
     writer.close()
 
-    run_id = await new_run(guarded.services)
-    await open_visit(await guarded.services.runs.writer(run_id))
+    run_id = await new_run(timing_out.services)
+    await open_visit(await timing_out.services.runs.writer(run_id))
     reader, writer = await connect(port)
     writer.write(request_head(f"/api/v1/workflows/allowed-flow/runs/{run_id.hex}/stream"))
     seen = b""
