@@ -243,7 +243,7 @@ class RunStreamController(Controller):
         operation_id="streamRun",
         summary="Follow a run over SSE; resume with Last-Event-ID",
         media_type="text/event-stream",
-        responses=stream_responses(400, 404),
+        responses=stream_responses(400, 404, 429),
         operation_class=EventStreamOperation,
     )
     async def stream(
