@@ -1,4 +1,5 @@
-"""What handlers receive, by name: the service parts they use, the caller's key, the visible run.
+"""What handlers receive, by name: the service parts they use, the caller's key (counted against its
+request rate), the visible run, the per-key limits.
 
 Handlers name the one piece they need (`runs`, `catalogue`, `engine`, ...); none receives the
 whole `Services`. A run in the path is resolved and checked against the caller's key here, once.
@@ -14,6 +15,7 @@ from litestar.di import Dependency, Provide
 from litestar.params import PathParameter, SkipValidationMarker
 
 from api.errors import ApiError
+from api.limits import KeyLimits
 from api.schemas import RUN_ID_DESCRIPTION, WORKFLOW_NAME_DESCRIPTION
 from domain.catalogue import WorkflowEntry
 from engine.access import KeyRing, may_use, sees_run
@@ -118,15 +120,18 @@ def service_dependencies(services: Services) -> dict[str, Provide]:
         return services.engine
 
     async def caller(request: Request[Any, Any, Any]) -> ApiKey:
-        return keys.authenticate(request.headers.get("x-api-key"))
+        key = keys.authenticate(request.headers.get("x-api-key"))
+        limits.admit(key)
+        return key
 
     keys: KeyRing = services.keys
+    limits = KeyLimits(services.settings.limits, keys.keys)
     access = RunAccess(services.runs, services.catalogue)
     parts: dict[str, Any] = {
         "settings": services.settings, "runs": services.runs, "catalogue": services.catalogue,
         "workspace": services.workspace, "context": services.context, "tokens": services.tokens,
         "store_kind": services.store.location.kind, "run_access": access,
-        "read_model": services.read_model,
+        "read_model": services.read_model, "limits": limits,
     }
     provided = {name: Provide(_constant(value), use_cache=True, sync_to_thread=False) for name, value in parts.items()}
     provided["engine"] = Provide(engine, sync_to_thread=False)

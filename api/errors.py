@@ -41,6 +41,8 @@ HTTP_STATUS: dict[str, int] = {
     "RUN_ALREADY_FINISHED": 410,
     "PAYLOAD_TOO_LARGE": 413,
     "UNSUPPORTED_MEDIA_TYPE": 415,
+    "TOO_MANY_STREAMS": 429,
+    "RATE_LIMITED": 429,
     "INTERNAL_ERROR": 500,
     "ENGINE_UNAVAILABLE": 503,
     "STORE_UNAVAILABLE": 503,
@@ -62,7 +64,7 @@ INTERNAL = (500, "INTERNAL_ERROR", "internal error; the failure was logged")
 NOT_LOGGED = frozenset({"ENGINE_UNAVAILABLE", "STORE_UNAVAILABLE"})
 """503s that say how the service is, not that a request failed: the store logs its outage once, not per request."""
 RETRY_AFTER = {"STORE_UNAVAILABLE": "1"}
-"""The `Retry-After` (seconds) sent with codes a client should simply retry."""
+"""The `Retry-After` (seconds) sent with codes a client should simply retry (an error's own `retry_after` wins)."""
 
 
 class ApiError(FlowtrailError):
@@ -119,5 +121,6 @@ def handle_exception(request: Request[Any, Any, Any], exc: Exception) -> Respons
     status, code, message = classify(exc)
     if status >= 500 and code not in NOT_LOGGED:
         logger.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-    retry_after = RETRY_AFTER.get(code)
-    return envelope_error(status, code, message, None if retry_after is None else {"Retry-After": retry_after})
+    details = exc.details if isinstance(exc, FlowtrailError) else {}
+    retry_after = details.get("retry_after", RETRY_AFTER.get(code))
+    return envelope_error(status, code, message, None if retry_after is None else {"Retry-After": str(retry_after)})

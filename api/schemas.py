@@ -230,6 +230,7 @@ ERROR_DESCRIPTIONS = {
     410: "RUN_ALREADY_FINISHED",
     413: "PAYLOAD_TOO_LARGE: a file or the whole request is over its limit",
     415: "UNSUPPORTED_MEDIA_TYPE: send application/json or multipart/form-data",
+    429: "TOO_MANY_STREAMS or RATE_LIMITED: a per-key limit; retry after the Retry-After header's seconds",
     503: "ENGINE_UNAVAILABLE: this server does not execute runs",
 }
 

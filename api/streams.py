@@ -5,16 +5,18 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
-from litestar import Controller, get
+from litestar import Controller, Request, get
 from litestar.params import HeaderParameter, QueryParameter
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
 from api.dependencies import Injected, RunAccess
 from api.errors import ApiError, validation_failed
+from api.limits import KeyLimits, StreamSlot
 from api.paths import WORKFLOW_RUN
 from api.schemas import EventStreamOperation, RunIdInPath, WorkflowNameInPath, stream_responses
+from api.server import response_deadline
 from api.sse import encode_frame
 from engine.context.views import ContextReader
 from engine.observability.metrics import REPLAY_READS, SSE_CLIENTS, SSE_MESSAGES
@@ -23,7 +25,7 @@ from engine.settings import ApiKey, Settings, StreamSettings
 from engine.streams.hot import HotRun
 from engine.waiting import wait_event
 from projections.payloads import SnapshotPayload
-from projections.sse import TERMINAL_EVENTS, SseMessage, render_all
+from projections.sse import TERMINAL_EVENTS, SseMessage
 from projections.visits import VisitIndex, visit_snapshot
 from projections.wire import encode
 
@@ -33,6 +35,8 @@ SHUTTING_DOWN = ServerSentEventMessage(comment="server shutting down; reconnect 
 EVENT_TYPES = (
     "node_status", "node_stream", "visit_recorded", "planner_decision", "workflow_complete", "workflow_error",
 )
+DEADLINE_GRACE_SECONDS = 1.0
+"""A stream ends itself at its deadline; its connection is cut this long after, if its client took nothing since."""
 MAX_FILTER_VALUES = 100
 MAX_EVENT_ID_DIGITS = 19
 """A Last-Event-ID is a run position: ASCII digits, at most as many as a signed 64-bit integer has (decision 15)."""
@@ -170,13 +174,14 @@ async def resume_cursor(runs: RunService, hot: HotRun, raw: str | None) -> int:
 
 async def stream_frames(
     runs: RunService, limits: StreamSettings, hot: HotRun, cursor: int, *, only: StreamFilter = StreamFilter(),
-    snapshot: bool = False, visits: ContextReader | None = None,
+    snapshot: bool = False, visits: ContextReader | None = None, slot: StreamSlot | None = None,
 ) -> AsyncIterator[ServerSentEventMessage]:
-    """The run's messages after `cursor`: memory first, the store for what memory dropped.
+    """The run's messages after `cursor`: memory first, the store (a page at a time) for what memory dropped.
 
     With `snapshot`, a `snapshot` message of the run as it is now comes first and the
     stream goes on from there (plus the terminal message again, when the run has ended);
-    `visits` finds the visits of a run past its in-memory visit cap.
+    `visits` finds the visits of a run past its in-memory visit cap. The stream ends after
+    FLOWTRAIL_MAX_STREAM_SECONDS however far behind its client is; `slot` is given back at the end.
     """
     keepalive = limits.keepalive_seconds
     deadline = time.monotonic() + limits.max_stream_seconds
@@ -190,12 +195,17 @@ async def stream_frames(
             if hot.terminal_id is not None:
                 first += hot.frames_after(hot.terminal_id - 1, limit=1)[0]
             yield _counted(FrameBatch(first))
-        while True:
+        behind = False
+        while (left := deadline - time.monotonic()) > 0:
             if not hot.covers(cursor):
-                async for batch, caught_up in _from_store(runs, hot, cursor, only):
-                    yield _counted(batch)
-                    cursor = caught_up
+                if not behind:
+                    REPLAY_READS.labels("behind_memory").inc()
+                    behind = True
+                frames, cursor = await runs.hub.replay(hot, cursor, wants=only.wants)
+                if frames:
+                    yield _counted(FrameBatch(frames))
                 continue
+            behind = False
             changed = hot.changed_event()
             frames, last = hot.frames_after(cursor, wants=only.wants)
             if last > cursor:
@@ -203,35 +213,23 @@ async def stream_frames(
                 if frames:
                     yield _counted(FrameBatch(frames))
                 continue
-            if hot.terminal_id is not None and cursor >= hot.terminal_id or time.monotonic() >= deadline:
+            if hot.terminal_id is not None and cursor >= hot.terminal_id:
                 return
             if runs.hub.closing:
                 yield SHUTTING_DOWN
                 return
-            if not await wait_event(changed, keepalive):
+            if not await wait_event(changed, min(keepalive, left)) and deadline > time.monotonic():
                 yield KEEPALIVE
     finally:
         hot.watchers -= 1
         SSE_CLIENTS.dec()
+        if slot is not None:
+            slot.release()
 
 
 def _counted(batch: FrameBatch) -> FrameBatch:
     SSE_MESSAGES.inc(len(batch.frames))
     return batch
-
-
-async def _from_store(
-    runs: RunService, hot: HotRun, cursor: int, only: StreamFilter
-) -> AsyncIterator[tuple[FrameBatch, int]]:
-    """What memory no longer holds after `cursor` (a client behind the buffer), folded from the log."""
-    REPLAY_READS.labels("behind_memory").inc()
-    messages = render_all(await runs.events(hot.run_id), after=cursor)
-    if not messages:
-        yield FrameBatch([]), max(cursor, hot.dropped_upto)
-        return
-    for start in range(0, len(messages), 1000):
-        part = messages[start:start + 1000]
-        yield FrameBatch([encode_frame(m) for m in part if only.allows(m.event, m.node_id)]), part[-1].id
 
 
 class RunStreamController(Controller):
@@ -245,18 +243,20 @@ class RunStreamController(Controller):
         operation_id="streamRun",
         summary="Follow a run over SSE; resume with Last-Event-ID",
         media_type="text/event-stream",
-        responses=stream_responses(400, 404),
+        responses=stream_responses(400, 404, 429),
         operation_class=EventStreamOperation,
     )
     async def stream(
         self,
         workflow_name: WorkflowNameInPath,
         run_id: RunIdInPath,
+        request: Request[Any, Any, Any],
         caller: Injected[ApiKey],
         run_access: Injected[RunAccess],
         runs: Injected[RunService],
         settings: Injected[Settings],
         context: Injected[ContextReader],
+        limits: Injected[KeyLimits],
         last_event_id: Annotated[str | None, LAST_EVENT_ID] = None,
         snapshot: Annotated[str | None, QueryParameter(
             required=False, description="true: first send a `snapshot` message with the state of every visit "
@@ -266,13 +266,17 @@ class RunStreamController(Controller):
         nodes: Annotated[str | None, QueryParameter(
             required=False, description="comma-separated node ids whose events to send")] = None,
     ) -> ServerSentEvent:
-        """Every run event clients see, once, in order; ends after the terminal event."""
+        """Every run event clients see, once, in order; ends after the terminal event (or after
+        FLOWTRAIL_MAX_STREAM_SECONDS; a client that reads nothing is cut then too)."""
         wants_snapshot = parse_flag(snapshot, "snapshot") and not (last_event_id or "").strip()
         only = parse_filter(types, nodes)
         hot = await run_access.visible(caller, run_id, workflow_name, first_page=not wants_snapshot)
         cursor = await resume_cursor(runs, hot, last_event_id)
+        slot = limits.open_stream(caller)
+        response_deadline(request.scope, settings.stream.max_stream_seconds + DEADLINE_GRACE_SECONDS)
         return ServerSentEvent(
-            stream_frames(runs, settings.stream, hot, cursor, only=only, snapshot=wants_snapshot, visits=context),
+            stream_frames(runs, settings.stream, hot, cursor, only=only, snapshot=wants_snapshot, visits=context,
+                          slot=slot),
             headers={"X-Accel-Buffering": "no"},
         )
 

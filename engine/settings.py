@@ -182,6 +182,35 @@ class StreamSettings:
         "FLOWTRAIL_SHUTDOWN_GRACE_SECONDS", "on SIGTERM/SIGINT, open responses get this long to end before the process "
         "stops (streams end at once with a reconnect hint)", ge=0,
     )] = 3.0
+    stuck_seconds: Annotated[float, setting(
+        "FLOWTRAIL_STREAM_STUCK_SECONDS", "a client that takes no bytes for this long while its response waits to be "
+        "sent (the connection's write buffer full) is disconnected", gt=0,
+    )] = 60.0
+
+
+@dataclass(frozen=True)
+class LimitSettings:
+    """What one API key, and one connection, may hold or ask of the service."""
+
+    max_streams_per_key: Annotated[int, setting(
+        "FLOWTRAIL_MAX_STREAMS_PER_KEY", "open SSE streams one API key may hold; one more is answered "
+        "`429 TOO_MANY_STREAMS`", ge=1,
+    )] = 500
+    rate_limit_per_key: Annotated[float, setting(
+        "FLOWTRAIL_RATE_LIMIT_PER_KEY", "requests per second one API key may make on average (0: no limit); beyond "
+        "it `429 RATE_LIMITED` with `Retry-After`", ge=0,
+    )] = 0.0
+    rate_limit_burst: Annotated[int, setting(
+        "FLOWTRAIL_RATE_LIMIT_BURST", "requests one API key may make at once above its rate (the bucket's size)", ge=1,
+    )] = 100
+    idle_timeout_seconds: Annotated[float, setting(
+        "FLOWTRAIL_IDLE_TIMEOUT_SECONDS", "a kept-alive HTTP connection with no new request this long after its last "
+        "response is closed", gt=0,
+    )] = 5.0
+    header_timeout_seconds: Annotated[float, setting(
+        "FLOWTRAIL_HEADER_TIMEOUT_SECONDS", "a connection that has not sent a whole request head (request line and "
+        "headers) this long after it opened or after its last response is closed", gt=0,
+    )] = 10.0
 
 
 @dataclass(frozen=True)
@@ -353,6 +382,7 @@ class Settings:
     load_demos: Annotated[bool, setting("FLOWTRAIL_LOAD_DEMOS", "publish the shipped demo workflows at start-up")] = True
     store: StoreSettings = field(default_factory=StoreSettings)
     stream: StreamSettings = field(default_factory=StreamSettings)
+    limits: LimitSettings = field(default_factory=LimitSettings)
     engine: EngineSettings = field(default_factory=EngineSettings)
     dispatch: DispatchSettings = field(default_factory=DispatchSettings)
     context: ContextSettings = field(default_factory=ContextSettings)

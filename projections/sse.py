@@ -67,6 +67,11 @@ def message_topic(pending: SseMessage | ev.RunEvent) -> Topic:
     return _STATELESS_EVENT[type(pending)], getattr(pending, "node_id", None)
 
 
+def is_stateless(event: ev.RunEvent) -> bool:
+    """True when the event's message needs no state of the run (`render_stateless` renders it)."""
+    return type(event) in _STATELESS
+
+
 def render_stateless(event: ev.RunEvent, run_id: str) -> SseMessage:
     """The message of an event whose rendering needs no state (see `apply_deferring`)."""
     return _message(event, _STATELESS[type(event)](event, run_id))

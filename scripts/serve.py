@@ -13,7 +13,7 @@ from typing import IO
 import uvicorn
 
 from api.app import create_app
-from api.server import GracefulServer
+from api.server import GracefulServer, connection_options
 from api.sse import encode_frame
 from engine.bootstrap import build_services
 from engine.dispatch.solo import AlreadyServed, hold_serve_lock
@@ -93,7 +93,7 @@ def serve() -> int:
     config = uvicorn.Config(
         create_app(services), lifespan="on",
         timeout_graceful_shutdown=math.ceil(settings.stream.shutdown_grace_seconds) or None,
-        **uvicorn_logging(settings.log_level),
+        **uvicorn_logging(settings.log_level), **connection_options(settings),
     )
     server = Server(config, on_stop=services.hub.close_streams)
     server.started_up = startup_lock

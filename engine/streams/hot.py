@@ -6,6 +6,11 @@ until a client first reads it; a run nobody reads costs only its fold.
 
 Events reach a hot run from the local writer right after each save and, on PostgreSQL,
 from the live tail; duplicates are dropped by position and gaps are filled from the store.
+
+A client behind the in-memory frames reads the store a page at a time (`LiveHub.replay`):
+stateless messages are rendered from their events, and the messages that needed the run's
+state (a visit's end, its record) are the hot run's own, kept when their frames are cut, so
+a lagging client holds one page, not a fold of the run.
 """
 
 from __future__ import annotations
@@ -19,7 +24,15 @@ from uuid import UUID
 
 from domain.events import RunEvent
 from engine.observability.metrics import REPLAY_READS
-from projections.sse import TERMINAL_EVENTS, SseMessage, SseProjection, Topic, message_topic, render_stateless
+from projections.sse import (
+    TERMINAL_EVENTS,
+    SseMessage,
+    SseProjection,
+    Topic,
+    is_stateless,
+    message_topic,
+    render_stateless,
+)
 from projections.summary import RunSummary
 
 FrameEncoder = Callable[[SseMessage], bytes]
@@ -42,6 +55,8 @@ class HotRun:
         self.topics: list[Topic] = []
         self._topics: dict[Topic, Topic] = {}
         self.dropped_upto = 0
+        self.kept: dict[int, tuple[Topic, bytes | SseMessage]] = {}
+        """The messages rendered from the run's state, by id, kept after their frames are cut (replays need them)."""
         self.terminal_id: int | None = None
         self.pending: dict[int, RunEvent] = {}
         self.complete = False
@@ -80,7 +95,10 @@ class HotRun:
         """
         if self.terminal_id is None or self._watchers or self._writers or not self.complete:
             return
-        cut = bisect.bisect_left(self.ids, self.terminal_id)
+        self._cut(bisect.bisect_left(self.ids, self.terminal_id))
+
+    def _cut(self, cut: int) -> None:
+        """Drop the first `cut` frames; the store serves them from now on."""
         if cut:
             self.dropped_upto = self.ids[cut - 1]
             del self.ids[:cut]
@@ -119,15 +137,14 @@ class HotRun:
         self.ids.append(event.originator_version)
         self.frames.append(pending)
         topic = message_topic(pending)
-        self.topics.append(self._topics.setdefault(topic, topic))  # one tuple per (event, node) of the run
+        topic = self._topics.setdefault(topic, topic)  # one tuple per (event, node) of the run
+        self.topics.append(topic)
+        if type(pending) is SseMessage:
+            self.kept[event.originator_version] = (topic, pending)
         if topic[0] in TERMINAL_EVENTS:
             self.terminal_id = event.originator_version
         if len(self.ids) > self.max_frames + self.max_frames // 4:
-            cut = len(self.ids) - self.max_frames
-            self.dropped_upto = self.ids[cut - 1]
-            del self.ids[:cut]
-            del self.frames[:cut]
-            del self.topics[:cut]
+            self._cut(len(self.ids) - self.max_frames)
 
     def _notify(self) -> None:
         changed, self._changed = self._changed, asyncio.Event()
@@ -163,10 +180,32 @@ class HotRun:
             if wants is not None and not wants(*topics[i]):
                 continue
             if not isinstance(item, bytes):
-                message = item if isinstance(item, SseMessage) else render_stateless(item, self.run_hex)
-                item = frames[i] = self.encode_frame(message)
+                item = frames[i] = self._frame(self.ids[i], item)
             out.append(item)
         return out, self.ids[last]
+
+    def _frame(self, position: int, item: SseMessage | RunEvent) -> bytes:
+        """The frame of an unframed message; a kept message is kept framed from now on."""
+        if type(item) is SseMessage:
+            frame = self.encode_frame(item)
+            self.kept[position] = (self.kept[position][0], frame)
+            return frame
+        return self.encode_frame(render_stateless(item, self.run_hex))  # type: ignore[arg-type]  # a stateless event
+
+    def replayed(self, events: Sequence[RunEvent], wants: Callable[[str, str | None], bool] | None) -> list[bytes]:
+        """The frames of stored events this run no longer holds in memory: stateless ones rendered
+        anew, the others the run's kept messages; silent events have none."""
+        out: list[bytes] = []
+        for event in events:
+            position = event.originator_version
+            kept = self.kept.get(position)
+            if kept is not None:
+                topic, item = kept
+                if wants is None or wants(*topic):
+                    out.append(item if isinstance(item, bytes) else self._frame(position, item))
+            elif is_stateless(event) and (wants is None or wants(*message_topic(event))):
+                out.append(self.encode_frame(render_stateless(event, self.run_hex)))
+        return out
 
     def changed_event(self) -> asyncio.Event:
         """The event that the next change will set (take it before reading frames)."""
@@ -191,6 +230,8 @@ LastPosition = Callable[[UUID], Awaitable[int]]
 FIRST_PAGE = 200
 LOAD_PAGE = 2000
 FOLD_SLICE = 250
+REPLAY_PAGE = 1000
+"""Events a client behind the memory buffer reads from the store at a time."""
 BIG_MESSAGE_BYTES = 64 * 1024
 
 
@@ -242,6 +283,21 @@ class LiveHub:
 
     async def _fill_gap(self, hot: HotRun) -> None:
         hot.offer(await self._read(hot.run_id, hot.version, None))
+
+    async def replay(
+        self, hot: HotRun, cursor: int, *, wants: Callable[[str, str | None], bool] | None = None,
+        limit: int = REPLAY_PAGE,
+    ) -> tuple[list[bytes], int]:
+        """One page of what `hot` no longer holds after `cursor`, read from the store: its frames and
+        the position the page ends at (at most `dropped_upto`, where memory takes over)."""
+        upto = hot.dropped_upto
+        if cursor >= upto:
+            return [], cursor
+        events = await self._read(hot.run_id, cursor, min(limit, upto - cursor))
+        events = [event for event in events if event.originator_version <= upto]
+        if not events:
+            return [], upto
+        return hot.replayed(events, wants), events[-1].originator_version
 
     async def get(self, run_id: UUID, *, first_page: bool = False) -> HotRun | None:
         """The run's hot state, loading it from the store if needed (None: no such run).
