@@ -52,6 +52,10 @@ def lock_sqlite(database_url: str) -> IO[str] | None:
     except AlreadyServed as error:
         raise SettingsError("FLOWTRAIL_DATABASE_URL", str(error),
                             "one server per SQLite file (several replicas need PostgreSQL)") from None
+    except OSError as error:
+        raise SettingsError("FLOWTRAIL_DATABASE_URL",
+                            f"cannot open the SQLite file {location.sqlite_path}: {error.strerror or error}",
+                            "a path in a directory this process can create and write") from None
 
 
 class Server(GracefulServer):

@@ -36,6 +36,8 @@ BAD_KEY_REQUESTS = 2000
 FLOOD_CONNECTIONS = 20
 NORMAL = "/api/v1/workflows"
 """The normal request: the scoped key's workflow list."""
+PG_CONNECTION_CEILING = 21
+"""PostgreSQL connections one server may hold at most (docs/operations.md, pool sizes per replica)."""
 
 
 async def bad_key_requests(port: int, count: int) -> list[int]:
@@ -108,7 +110,7 @@ async def test_500_streams_and_2000_bad_keys_leave_a_normal_request_fast_and_res
         assert streams[0].ended and expected and all(s.ids == expected and s.ended for s in streams)
         assert flooded[0] < 10 * idle[0] + 10 and with_streams[0] < 10 * idle[0] + 10, "generous: the issue asks 5x"
         assert fds_with_streams <= fds_at_rest + STREAMS + 10 and fds_after <= fds_at_rest + 10
-        assert max(pg_at_rest, pg_with_streams, pg_in_flood) <= 15
+        assert max(pg_at_rest, pg_with_streams, pg_in_flood) <= PG_CONNECTION_CEILING
     finally:
         await server.stop()
 
