@@ -57,9 +57,9 @@ class SaveRecorder:
             if times is not None:
                 times.setdefault(event.originator_version, now)
 
-    def sync_append(self, events: Any) -> Any:
+    def sync_append(self, events: Any, *, retried: bool = False) -> Any:
         """The synchronous append, timed when it returns."""
-        result = self._sync_append(events)
+        result = self._sync_append(events, retried=retried)
         if self.watched:
             self._mark(events, time.time())
         return result
