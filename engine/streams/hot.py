@@ -57,6 +57,8 @@ class HotRun:
         self.dropped_upto = 0
         self.kept: dict[int, tuple[Topic, bytes | SseMessage]] = {}
         """The messages rendered from the run's state, by id, kept after their frames are cut (replays need them)."""
+        self.kept_missing_upto = 0
+        """Kept messages up to this position were dropped with the frames of the finished run; a replay folds them back."""
         self.terminal_id: int | None = None
         self.pending: dict[int, RunEvent] = {}
         self.complete = False
@@ -96,6 +98,9 @@ class HotRun:
         if self.terminal_id is None or self._watchers or self._writers or not self.complete:
             return
         self._cut(bisect.bisect_left(self.ids, self.terminal_id))
+        if self.dropped_upto > self.kept_missing_upto:
+            self.kept = {position: kept for position, kept in self.kept.items() if position > self.dropped_upto}
+            self.kept_missing_upto = self.dropped_upto
 
     def _cut(self, cut: int) -> None:
         """Drop the first `cut` frames; the store serves them from now on."""
@@ -249,6 +254,7 @@ class LiveHub:
         self.retention_seconds = retention_seconds
         self.runs: dict[UUID, HotRun] = {}
         self._loading: dict[UUID, asyncio.Future[HotRun | None]] = {}
+        self._refolding: dict[UUID, asyncio.Future[None]] = {}
         self.closing = False
         """True once the server is shutting down: open streams send what they have and end."""
 
@@ -293,11 +299,35 @@ class LiveHub:
         upto = hot.dropped_upto
         if cursor >= upto:
             return [], cursor
+        if cursor < hot.kept_missing_upto:
+            await self._kept_back(hot)
         events = await self._read(hot.run_id, cursor, min(limit, upto - cursor))
         events = [event for event in events if event.originator_version <= upto]
         if not events:
             return [], upto
         return hot.replayed(events, wants), events[-1].originator_version
+
+    async def _kept_back(self, hot: HotRun) -> None:
+        """Fold a finished run's dropped kept messages back from the store (one fold for all its readers)."""
+        refolding = self._refolding.get(hot.run_id)
+        if refolding is None:
+            refolding = self._refolding[hot.run_id] = asyncio.ensure_future(self._refold(hot))
+            refolding.add_done_callback(lambda _: self._refolding.pop(hot.run_id, None))
+        await asyncio.shield(refolding)
+
+    async def _refold(self, hot: HotRun) -> None:
+        upto, after = hot.kept_missing_upto, 0
+        fold = HotRun(hot.run_id, max_frames=FOLD_SLICE, encode_frame=self.encode_frame)
+        while after < upto:
+            page = await self._read(hot.run_id, after, min(LOAD_PAGE, upto - after))
+            if not page:
+                break
+            for start in range(0, len(page), FOLD_SLICE):
+                await asyncio.sleep(0)
+                fold.offer(page[start:start + FOLD_SLICE])
+            after = page[-1].originator_version
+        hot.kept.update({position: kept for position, kept in fold.kept.items() if position <= upto})
+        hot.kept_missing_upto = 0
 
     async def get(self, run_id: UUID, *, first_page: bool = False) -> HotRun | None:
         """The run's hot state, loading it from the store if needed (None: no such run).
