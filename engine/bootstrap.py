@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
+from uuid import UUID
 
 from engine.access import KeyRing
 from engine.catalogue import DEMO_DIR, Catalogue
@@ -75,9 +76,17 @@ class Services:
         ]
         if self.dispatch is not None:
             await self.dispatch.start()
+            self._sweepers.append(asyncio.create_task(
+                _every(self.settings.dispatch.stall_seconds, self._requeue_orphans), name="flowtrail-orphan-sweeper",
+            ))
         if self.engine is not None:
             await self.engine.recover()
         self.tokens.start()
+
+    async def _requeue_orphans(self) -> None:
+        if self.engine is not None:
+            rows = await self.read_model.running()
+            await self.engine.requeue_orphans([(UUID(hex=row.run_id), row.last_event_id) for row in rows])
 
     async def _evict_idle_runs(self) -> None:
         self.hub.evict_idle()

@@ -80,6 +80,10 @@ class RunExecutor(Protocol):
         """Record a cancel request (or say why none was needed)."""
         ...
 
+    async def requeue_orphans(self, running: Sequence[tuple[UUID, int]]) -> list[UUID]:
+        """Queue a job for each of these runs that needs execution and has none."""
+        ...
+
     async def recover(self) -> None:
         """Take up the runs that were executing when the process stopped."""
         ...
@@ -111,6 +115,8 @@ class Engine:
         self.dispatch: RunDispatch | None = None
         """None: runs execute in this process at once; else they are deferred as jobs."""
         self.closing = False
+        self._needs_no_job: dict[UUID, int] = {}
+        """Runs without a job found not to need one (paused), by the last position they were checked at."""
 
     @property
     def context_tools(self) -> ContextTools | None:
@@ -187,6 +193,26 @@ class Engine:
                         await self.runs.release(run_id)
             elif run.status is RunStatus.PAUSED:
                 self._arm(run_id, fold_progress(await self.runs.events(run_id)))
+
+    async def requeue_orphans(self, running: Sequence[tuple[UUID, int]]) -> list[UUID]:
+        """Queue a job for each run that needs execution and has none (its start was stored but its job
+        was not, say); `running` is (run, last position) of the runs the read model says are RUNNING."""
+        if self.dispatch is None or not running:
+            return []
+        queued = await self.dispatch.queued([run_id for run_id, _ in running])
+        requeued = []
+        for run_id, position in running:
+            if run_id in queued or run_id in self._tasks or self._needs_no_job.get(run_id) == position:
+                continue
+            if not _needs_execution(await self.runs.state(run_id)):
+                self._needs_no_job[run_id] = position
+                continue
+            logger.warning("run %s was executing with no job to carry it; queued one", run_id.hex)
+            await self.dispatch.defer(run_id)
+            requeued.append(run_id)
+        still = set(running)
+        self._needs_no_job = {run_id: p for run_id, p in self._needs_no_job.items() if (run_id, p) in still}
+        return requeued
 
     async def execute_here(self, run_id: UUID) -> None:
         """Drive the run in this process until it ends or pauses (what a dispatched job does).

@@ -25,7 +25,7 @@ from eventsourcing.projection import Projection, ProjectionRunner
 from domain import events as ev
 from engine.readmodel.listing import PostgresRowReader, RunQuery, SqliteRowReader
 from engine.readmodel.rows import RunRows
-from engine.readmodel.table import ROWS_TABLE, PostgresRunRows, SqliteRunRows
+from engine.readmodel.table import ROWS_TABLE, PostgresRunRows, SqliteRunRows, micros
 from engine.store import AsyncEventStore, EventStore
 from engine.store.event_store import STORED_EVENT_TYPES, FlowtrailApplication
 from engine.store.faults import first_line, is_passing, outage_of
@@ -177,6 +177,18 @@ class ReadModel:
     async def page(self, query: RunQuery) -> list[RunRow]:
         """One page of rows (up to limit + 1), newest first."""
         return await self.store.bounded(lambda: self.reader.page(query), "listing")
+
+    async def running(self, *, page: int = 500) -> list[RunRow]:
+        """Every row that says RUNNING (executing, paused or asked to cancel), newest first."""
+        rows: list[RunRow] = []
+        query = RunQuery(limit=page, statuses=("RUNNING",))
+        while True:
+            found = await self.page(query)
+            rows.extend(found[:page])
+            if len(found) <= page:
+                return rows
+            last = found[page - 1]
+            query = RunQuery(limit=page, statuses=("RUNNING",), before=(micros(last.created_at) or 0, last.run_id))
 
     async def row(self, run_id: UUID) -> RunRow | None:
         """A run's stored row."""

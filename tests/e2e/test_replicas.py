@@ -24,6 +24,9 @@ from httpx_sse import aconnect_sse
 
 from client import FlowtrailClient
 from domain import events as ev
+from domain import run as decide
+from domain.run import fold
+from engine.clock import utcnow
 from engine.store import EventStore, parse_database_url
 from scripts.audit import audit
 from tests.support.haproxy import Haproxy
@@ -130,6 +133,17 @@ def stored_events(url: str, run_id: str) -> list[ev.RunEvent]:
     store = EventStore(parse_database_url(url))
     try:
         return store.read_stream(UUID(hex=run_id))
+    finally:
+        store.close()
+
+
+def store_a_start_without_its_job(url: str, run_id: str) -> None:
+    """What a process leaves when it stored a run's start and died (or lost the job queue) before queueing its job."""
+    store = EventStore(parse_database_url(url))
+    try:
+        run = fold(store.read_stream(UUID(hex=run_id)))
+        assert run is not None
+        store.append_to_stream([decide.start_run(run, utcnow())])
     finally:
         store.close()
 
@@ -279,6 +293,22 @@ async def test_after_kill_9_of_the_executing_server_the_other_continues_the_run_
         assert_true_end(stored_events(postgres, run_id))
     finally:
         await asyncio.gather(first.stop(), second.stop(), return_exceptions=True)
+
+
+async def test_a_run_whose_start_was_stored_without_its_job_is_queued_by_the_sweep_and_ends(postgres, tmp_path):
+    async with replicas(postgres, tmp_path, 1) as (server,):
+        async with server.client() as client:
+            run_id = await create(client, "orphan")
+            store_a_start_without_its_job(postgres, run_id)
+            stored = time.perf_counter()
+            while await status(client, run_id) not in TRUE_ENDS:
+                assert time.perf_counter() - stored < 2 * STALL_SECONDS + 20, "no job was queued for the run"
+                await asyncio.sleep(0.2)
+            ended = time.perf_counter() - stored
+        assert "was executing with no job to carry it; queued one" in server.log()
+    assert isinstance(stored_events(postgres, run_id)[-1], ev.RunCompleted)
+    print(f"\na run started with no job ended {ended:.1f} s after its start was stored "
+          f"(the sweep runs every {STALL_SECONDS:g} s, the stall threshold)")
 
 
 async def test_a_stop_signal_hands_the_runs_of_a_replica_to_the_other_at_once_not_after_the_stall_threshold(

@@ -6,6 +6,7 @@ writer and nothing else, so contract tests decide exactly what each run does nex
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,10 @@ class ManualEngine:
 
     async def recover(self) -> None:
         """Nothing executes, so nothing is recovered."""
+
+    async def requeue_orphans(self, running: Sequence[tuple[UUID, int]]) -> list[UUID]:
+        """Nothing executes, so no run lacks a job."""
+        return []
 
     async def close(self) -> None:
         """Release what the real engine it stands in for holds."""
