@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from engine.bootstrap import Services
+from engine.store import EventStore, parse_database_url
 from tests.support.engine_runs import engine_settings, running
 
 
@@ -21,3 +22,11 @@ async def services(request: pytest.FixtureRequest, store: str, tmp_path: Path) -
     marker = request.node.get_closest_marker("services")
     async with running(engine_settings(store, tmp_path / "data", **(marker.kwargs if marker else {}))) as started:
         yield started
+
+
+@pytest.fixture
+def log(store: str) -> Iterator[EventStore]:
+    """The synchronous event store over the test's store, closed afterwards."""
+    opened = EventStore(parse_database_url(store))
+    yield opened
+    opened.close()

@@ -9,25 +9,13 @@ import pytest
 
 from domain import events as ev
 from engine.store import AsyncEventStore, ConcurrentAppend, EventStore, parse_database_url
+from tests.support.event_log import step_chunks
 
 AT = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 
-@pytest.fixture
-def log(store):
-    opened = EventStore(parse_database_url(store))
-    yield opened
-    opened.close()
-
-
 def chunks(run_id, first: int, contents: list[str]) -> list[ev.NodeStreamed]:
-    return [
-        ev.NodeStreamed(
-            originator_id=run_id, originator_version=first + i, timestamp=AT,
-            visit_uuid="v1", node_id="draft", kind="step", content=content,
-        )
-        for i, content in enumerate(contents)
-    ]
+    return step_chunks(run_id, first, contents, AT)
 
 
 def test_a_batch_reads_back_exactly_with_consecutive_notification_ids(log):

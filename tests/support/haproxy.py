@@ -8,9 +8,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import httpx
 import pytest
 
+from tests.support.process import healthy
 from tests.support.server import free_port
 
 CONFIG = """\
@@ -75,17 +75,9 @@ class Haproxy:
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen([self.binary, "-db", "-f", str(self.config_path)],
                                             stdout=log, stderr=log)
-        async with httpx.AsyncClient() as client:
-            for _ in range(200):
-                if self.process.poll() is not None:
-                    raise RuntimeError(f"haproxy exited: {self.log_path.read_text(errors='replace')[-2000:]}")
-                try:
-                    if (await client.get(f"{self.base_url}/healthz")).status_code == 200:
-                        return self
-                except httpx.TransportError:
-                    pass
-                await asyncio.sleep(0.05)
-        raise RuntimeError("haproxy did not pass a request within 10 s")
+        await healthy(self.base_url, self.process,
+                      lambda: f"haproxy exited: {self.log_path.read_text(errors='replace')[-2000:]}", seconds=10)
+        return self
 
     async def stop(self) -> None:
         """Terminate and wait."""

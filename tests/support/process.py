@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -47,17 +48,8 @@ class ServerProcess:
                 [sys.executable, "-m", "scripts.cli", "serve"], cwd=ROOT, env=self.env,
                 stdout=subprocess.DEVNULL, stderr=log,
             )
-        async with httpx.AsyncClient() as client:
-            for _ in range(300):
-                if self.process.poll() is not None:
-                    raise RuntimeError(f"server exited: {self.log()[-2000:]}")
-                try:
-                    if (await client.get(f"{self.base_url}/healthz")).status_code == 200:
-                        return self
-                except httpx.TransportError:
-                    pass
-                await asyncio.sleep(0.05)
-        raise RuntimeError("server did not start within 15 s")
+        await healthy(self.base_url, self.process, lambda: f"server exited: {self.log()[-2000:]}", seconds=15)
+        return self
 
     def log(self) -> str:
         """Everything the server wrote to stderr so far (every start of this server, in order)."""
@@ -72,3 +64,18 @@ class ServerProcess:
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             await asyncio.to_thread(self.process.wait, 15)
+
+
+async def healthy(base_url: str, process: subprocess.Popen[bytes], exited: Callable[[], str], *, seconds: float) -> None:
+    """Wait until `base_url`/healthz answers 200; RuntimeError(`exited()`) when the process ends first."""
+    async with httpx.AsyncClient() as client:
+        for _ in range(int(seconds / 0.05)):
+            if process.poll() is not None:
+                raise RuntimeError(exited())
+            try:
+                if (await client.get(f"{base_url}/healthz")).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            await asyncio.sleep(0.05)
+    raise RuntimeError(f"{base_url} did not answer /healthz within {seconds:g} s")
