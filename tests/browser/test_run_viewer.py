@@ -169,3 +169,28 @@ async def test_the_run_list_filters_by_status_pages_by_cursor_and_links_to_a_sha
     await page.reload()
     await wait_until_ended(page)
     assert await page.locator(".visit").count() == 5
+
+
+async def test_a_created_run_is_started_from_the_page_and_a_waiting_one_is_cancelled_from_it(
+    page: Any, viewer_server: RunningServer, store: str
+) -> None:
+    run_id = await create_run(viewer_server, "demo-report", start=False, topic="tides")
+    await sign_in(page, viewer_server.base_url)
+    await open_run(page, viewer_server.base_url, run_id)
+    start = page.get_by_role("button", name="Start")
+    cancel = page.get_by_role("button", name="Cancel")
+    await page.locator("header.run-head button:enabled", has_text="Start").wait_for(timeout=WAIT_MS)
+    await start.click()
+    await wait_until_ended(page)
+    assert await start.is_disabled() and await cancel.is_disabled()
+    assert (await run_result(viewer_server, "demo-report", run_id))["status"] == "SUCCESS"
+
+    waiting = await create_run(viewer_server, "demo-clarify", topic="tides")
+    await open_run(page, viewer_server.base_url, waiting)
+    await page.get_by_role("region", name="Question").wait_for(timeout=WAIT_MS)
+    assert await start.is_disabled()
+    await cancel.click()
+    await wait_until_ended(page)
+    await shot(page, "cancelled-from-the-page", store)
+    result = await run_result(viewer_server, "demo-clarify", waiting)
+    assert result["status"] == "FAILED" and result["cancelled"] is True

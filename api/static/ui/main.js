@@ -130,8 +130,17 @@ async function showRun(runId) {
   let frame = 0;
   const replayBar = h("section", { class: "panel replay", "aria-label": "Replay", hidden: true });
   const replayButton = h("button", { type: "button", disabled: true, onclick: () => startReplay() }, "Replay");
+  const command = (action, passes) => async () => {
+    try {
+      await call(`${runPath}/${action}`, { method: "POST" });
+    } catch (error) {
+      if (!(error instanceof ApiError && passes.includes(error.code))) say(error.message, "error");
+    }
+  };
+  const startButton = h("button", { type: "button", disabled: true, onclick: command("start", ["RUN_ALREADY_STARTED"]) }, "Start");
+  const cancelButton = h("button", { type: "button", disabled: true, onclick: command("cancel", []) }, "Cancel");
   root.append(h("header", { class: "run-head" }, h("h1", {}, workflowName, " ", h("code", { class: "muted" }, runId)),
-    h("a", { href: "/ui/", "data-route": true }, "All runs"), replayButton), replayBar);
+    h("a", { href: "/ui/", "data-route": true }, "All runs"), startButton, cancelButton, replayButton), replayBar);
   const view = new RunView(root, {
     onAnswer: async (clarifyId, answer) => {
       try {
@@ -152,6 +161,8 @@ async function showRun(runId) {
       Object.assign(root.dataset, { replayAt: replayState.at, replayDone: replayState.done, replayPlaying: replayState.playing });
     }
     replayButton.disabled = !run.terminal || root.dataset.mode === "replay";
+    startButton.disabled = run.status !== "CREATED" || root.dataset.mode === "replay";
+    cancelButton.disabled = run.terminal || root.dataset.mode === "replay";
   };
   const schedule = () => { if (!frame) frame = requestAnimationFrame(paint); };
   const apply = (messages) => {
@@ -180,6 +191,7 @@ async function showRun(runId) {
   });
   let player = null;
   follower.start();
+  schedule(); // the header's buttons are right before the first message arrives (a created run sends none)
   leave = () => { follower.stop(); if (player) player.stop(); if (frame) cancelAnimationFrame(frame); };
 
   async function startReplay() {
