@@ -20,7 +20,6 @@ from api.health import MetricsController
 from api.routes import CONTROLLERS
 from api.store_deadline import StoreDeadline
 from engine.bootstrap import Services, tune_collector
-from engine.execution.models import parse_models
 from engine.llm import SCRIPTED_ID
 from engine.observability.readiness import Readiness
 
@@ -41,7 +40,7 @@ def handle_error(request: Request[Any, Any, Any], exc: Exception) -> Response[An
 
 def readiness_of(services: Services) -> Readiness:
     """What /readyz checks: the store, whether the engine takes runs now, the configured models and gateways."""
-    models = [model.id for model in parse_models(services.settings.engine.models_json)] + [SCRIPTED_ID]
+    models = [model.id for model in services.settings.engine.models] + [SCRIPTED_ID]
     return Readiness(
         services.store, lambda: services.engine is not None and not services.hub.closing, model_ids=models,
         gateways=services.settings.engine.hermes_gateways,

@@ -8,7 +8,6 @@ code is its HTTP status, from the one error table.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -36,6 +35,7 @@ from engine.context.contract import (
 )
 from engine.context.tokens import require_run
 from engine.context.views import AskerView, ContextReader, meta_body, output_body, path_body
+from engine.loopback import is_loopback_address
 from projections.payloads import NodeMeta, NodeOutput, PredecessorPaths
 from projections.wire import encode
 
@@ -64,16 +64,6 @@ _decoders: dict[type, msgspec.json.Decoder[Any]] = {
 _NO_STORE = {"Cache-Control": "no-store"}
 
 
-def is_loopback(host: str | None) -> bool:
-    """True for 127.0.0.0/8, ::1 and IPv4-mapped loopback addresses."""
-    try:
-        address = ipaddress.ip_address(host or "")
-    except ValueError:
-        return False
-    mapped = getattr(address, "ipv4_mapped", None)
-    return address.is_loopback or (mapped is not None and mapped.is_loopback)
-
-
 def is_context_path(path: str) -> bool:
     """True for the internal API's prefix and every path under it, routed or not."""
     return path == CONTEXT or path.startswith(f"{CONTEXT}/")
@@ -98,7 +88,7 @@ async def _answer(
     build: Callable[[AskerView, Any], ContextBody],
 ) -> Response[bytes]:
     """Loopback, switch, token, body, run, then the view: in that order, so refusals leak nothing."""
-    if not is_loopback(request.client.host if request.client else None):
+    if not is_loopback_address(request.client.host if request.client else None):
         raise NotLoopback()
     grant = context.authenticate(request.headers.get(TOKEN_HEADER))
     try:

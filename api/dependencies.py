@@ -18,12 +18,11 @@ from api.errors import ApiError
 from api.limits import KeyLimits
 from api.schemas import RUN_ID_DESCRIPTION, WORKFLOW_NAME_DESCRIPTION
 from domain.catalogue import WorkflowEntry
-from engine.access import KeyRing, may_use, sees_run
+from engine.access import ApiKey, KeyRing, may_use, sees_run
 from engine.bootstrap import Services
 from engine.catalogue import Catalogue, WorkflowNotFound, numeric_id
 from engine.execution import RunExecutor
 from engine.runs.service import RunNotFound, RunService
-from engine.settings import ApiKey
 from engine.streams.hot import HotRun
 
 T = TypeVar("T")

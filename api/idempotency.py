@@ -5,8 +5,8 @@ from __future__ import annotations
 from api.uploads import CreateBody
 from domain.catalogue import WorkflowEntry
 from domain.idempotency import request_digest
+from engine.access import ApiKey
 from engine.runs.creation import IdempotentRequest
-from engine.settings import ApiKey
 
 
 def idempotent_request(

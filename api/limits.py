@@ -12,7 +12,8 @@ import time
 from collections.abc import Callable, Iterable
 
 from domain.errors import FlowtrailError
-from engine.settings import ApiKey, LimitSettings
+from engine.access import ApiKey
+from engine.settings import LimitSettings
 
 STREAM_RETRY_SECONDS = 5
 """What `Retry-After` says when a key holds its most streams: a slot frees only when one of them ends."""

@@ -21,10 +21,10 @@ from api.envelope import Envelope, ok
 from api.errors import validation_failed
 from api.paths import RUNS
 from api.schemas import RunListItem, RunPage, error_responses
+from engine.access import ApiKey
 from engine.catalogue import Catalogue
 from engine.readmodel import ReadModel, RunQuery
 from engine.readmodel.table import micros
-from engine.settings import ApiKey
 from projections.run_row import RunRow
 from projections.wire import iso_utc
 

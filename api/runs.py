@@ -46,13 +46,14 @@ from domain.catalogue import WorkflowEntry
 from domain.errors import RunAlreadyFinished, RunAlreadyStarted
 from domain.idempotency import check_key
 from domain.run import check_startable
+from engine.access import ApiKey
 from engine.catalogue import Catalogue, WorkflowNotFound
 from engine.context.views import ContextReader
 from engine.execution import RunExecutor
 from engine.readmodel import ReadModel
 from engine.runs.creation import Creation, NewRun
 from engine.runs.service import RunService
-from engine.settings import ApiKey, Settings
+from engine.settings import Settings
 from engine.streams.hot import HotRun
 from engine.workspace.directory import Workspace
 from projections.visits import VisitNotFound, node_logs

@@ -18,10 +18,11 @@ from api.paths import WORKFLOW_RUN
 from api.schemas import EventStreamOperation, RunIdInPath, WorkflowNameInPath, stream_responses
 from api.server import response_deadline
 from api.sse import encode_frame
+from engine.access import ApiKey
 from engine.context.views import ContextReader
 from engine.observability.metrics import REPLAY_READS, SSE_CLIENTS, SSE_MESSAGES
 from engine.runs.service import RunService
-from engine.settings import ApiKey, Settings, StreamSettings
+from engine.settings import Settings, StreamSettings
 from engine.streams.hot import HotRun
 from engine.waiting import wait_event
 from projections.payloads import SnapshotPayload

@@ -10,9 +10,8 @@ from api.paths import WORKFLOWS
 from api.schemas import WorkflowInputView, WorkflowNameInPath, WorkflowOutputView, WorkflowView, error_responses
 from domain.catalogue import WorkflowEntry
 from domain.workflow import workflow_inputs, workflow_outputs
-from engine.access import may_use
+from engine.access import ApiKey, may_use
 from engine.catalogue import Catalogue
-from engine.settings import ApiKey
 
 
 def workflow_view(entry: WorkflowEntry) -> WorkflowView:

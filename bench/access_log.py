@@ -17,9 +17,8 @@ import time
 from typing import Any
 
 from api.access_log import AccessLog
-from engine.access import KeyRing
+from engine.access import ApiKey, KeyRing
 from engine.observability.logs import configure_logging
-from engine.settings import ApiKey
 
 SCOPE: dict[str, Any] = {"type": "http", "method": "GET", "headers": [(b"x-api-key", b"second")]}
 

@@ -46,9 +46,9 @@ from bench.machine import free_port
 from bench.service import Service, settings_for
 from bench.stores import Store
 from domain import events as ev
+from engine.access import ApiKey
 from engine.readmodel import RunQuery, run_rows
 from engine.readmodel.table import micros
-from engine.settings import ApiKey
 from engine.store import EventStore, parse_database_url
 from projections.run_row import RunRow
 

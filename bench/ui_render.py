@@ -30,7 +30,7 @@ from bench.names import API_KEY, NODE_ID
 from bench.service import Service, settings_for
 from bench.stores import Store
 from domain import run as decide
-from engine.settings import ApiKey
+from engine.access import ApiKey
 from engine.streams.writer import RunWriter
 
 CHROMIUM = "/usr/bin/chromium"

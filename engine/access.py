@@ -2,10 +2,45 @@
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 
+import msgspec
+
 from domain.errors import FlowtrailError
-from engine.settings import ApiKey
+from engine.config import SettingsError
+
+
+class ApiKey(msgspec.Struct, frozen=True, rename="camel", forbid_unknown_fields=True):
+    """One external API key, the workflows it may use (both empty: no limit) and whose runs it sees."""
+
+    key: str
+    workflow_names: tuple[str, ...] = ()
+    workflow_ids: tuple[int, ...] = ()
+    id: str = ""
+    sees_all_runs: bool = False
+    """True: every run of its workflows (auditors, operators); false: only the runs this key created."""
+
+    def key_id(self) -> str:
+        """A stable, non-secret name for this key (stored with runs it creates)."""
+        return self.id or "key-" + hashlib.sha256(self.key.encode()).hexdigest()[:12]
+
+
+DEMO_KEY = ApiKey(key="demo-key", id="demo", sees_all_runs=True)
+"""The key a service with FLOWTRAIL_API_KEYS unset is served under."""
+
+
+def check_api_keys(keys: tuple[ApiKey, ...]) -> None:
+    """A usable key list: not empty, no empty secret, ids distinct (runs are owned by key id)."""
+    variable, accepted = "FLOWTRAIL_API_KEYS", "a non-empty JSON list of keys with distinct ids (unset: `demo-key`)"
+    if not keys:
+        raise SettingsError(variable, "the list is empty, so no caller could use the service", accepted)
+    if any(not k.key for k in keys):
+        raise SettingsError(variable, "a key has an empty `key`", accepted)
+    ids = [k.key_id() for k in keys]
+    if len(set(ids)) != len(ids):
+        shared = sorted({i for i in ids if ids.count(i) > 1})
+        raise SettingsError(variable, f"two keys share the id {shared[0]!r} (runs are owned by key id)", accepted)
 
 
 class Unauthorized(FlowtrailError):

@@ -180,7 +180,7 @@ def build_services(settings: Settings, *, encode_frame: FrameEncoder) -> Service
         catalogue=catalogue, workspace=workspace, tail=tail, engine=engine, tokens=tokens,
         context=ContextReader(
             runs, hub, tokens, enabled=settings.context.enabled,
-            hot_retention_seconds=settings.context.hot_retention_seconds,
+            hot_retention_seconds=settings.stream.hot_retention_seconds,
         ),
         context_tools=context_tools, read_model=ReadModel(store), dispatch=dispatch,
     )

@@ -1,138 +1,29 @@
-"""Typed settings, read once and strictly from FLOWTRAIL_* environment variables.
+"""The service's settings, grouped, each read once and strictly from its FLOWTRAIL_* variable.
 
-Each field an operator may set says, in one place, its variable, its default and what it means:
-`name: Annotated[type, setting("FLOWTRAIL_NAME", "one line")] = default`. msgspec converts and
-checks every value (`strict=False` reads "8" as 8 and "true" as True, and refuses "ture"); an unknown
-FLOWTRAIL_* variable is refused too. The README's table is generated from these fields
-(`flowtrail config --reference`). The settings stay frozen dataclasses so that callers and tests
-build and `dataclasses.replace` them with keyword arguments.
+Each field an operator may set says, in one place, its variable, its default and what it means
+(`engine.config.setting`). An unknown FLOWTRAIL_* variable is refused. The README's table is generated
+from these fields (`flowtrail config --reference`). The settings stay frozen dataclasses so that callers and
+tests build and `dataclasses.replace` them with keyword arguments. The shapes inside the JSON-list settings
+belong to their packages: `ApiKey` to engine.access, `ModelConfig` to engine.llm, `HermesGateway` to
+engine.hermes.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import hashlib
-import ipaddress
 import os
-import re
-import types
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, NamedTuple, TypeVar, get_args, get_origin, get_type_hints
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-import msgspec
-from msgspec import Meta
-
-from engine.llm.types import ModelConfig
-from engine.store.location import parse_database_url
-
-S = TypeVar("S", bound=msgspec.Struct)
-T = TypeVar("T")
-
-PREFIX = "FLOWTRAIL_"
-FOREIGN_PREFIXES = ("FLOWTRAIL_TEST_", "FLOWTRAIL_BENCH_")
-"""Variables the test suite and the benches read for themselves; the service leaves them alone."""
-RESERVED_MODEL_IDS = frozenset({"scripted"})
-
-
-class SettingsError(SystemExit):
-    """A setting the service cannot run with, said in one line: the variable, the problem, what is accepted.
-
-    `flowtrail` prints it on stderr and exits with status 2; anywhere else it ends the process as SystemExit does.
-    """
-
-    def __init__(self, variable: str, problem: str, accepted: str) -> None:
-        super().__init__(f"{variable}: {problem}; accepted: {accepted}")
-        self.variable = variable
-
-
-def setting(env: str, description: str, *, secret: bool = False, accepts: str = "", **constraints: Any) -> Meta:
-    """The metadata of one settable field: its variable, one-line description, msgspec constraints, secrecy,
-    and what it accepts when the type alone does not say (a JSON list kept as text, a URL)."""
-    return Meta(description=description, extra={"env": env, "secret": secret, "accepts": accepts}, **constraints)
-
-
-class ApiKey(msgspec.Struct, frozen=True, rename="camel", forbid_unknown_fields=True):
-    """One external API key, the workflows it may use (both empty: no limit) and whose runs it sees."""
-
-    key: str
-    workflow_names: tuple[str, ...] = ()
-    workflow_ids: tuple[int, ...] = ()
-    id: str = ""
-    sees_all_runs: bool = False
-    """True: every run of its workflows (auditors, operators); false: only the runs this key created."""
-
-    def key_id(self) -> str:
-        """A stable, non-secret name for this key (stored with runs it creates)."""
-        return self.id or "key-" + hashlib.sha256(self.key.encode()).hexdigest()[:12]
-
-
-_GATEWAY_PATH = re.compile(r"(/p/[A-Za-z0-9_.-]+)?/?")
-
-
-class HermesGateway(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """One remote Hermes Agent gateway; its bearer key is read from the variable `api_key_env`, never given inline."""
-
-    id: str
-    base_url: str
-    api_key_env: str = "FLOWTRAIL_HERMES_API_KEY"
-    profile: str = ""
-    """An informative deployment label; not a credential and not used in URLs."""
-    model: str = ""
-    effort: str = ""
-    system_prompt: str = ""
-    auto_approve: bool = False
-    idle_timeout_seconds: float = 600.0
-
-    def __post_init__(self) -> None:
-        if not self.id:
-            raise ValueError("a gateway needs a non-empty id")
-        parts = urlsplit(self.base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"gateway {self.id!r}: base_url must be an http(s) URL with a host")
-        if parts.username is not None or parts.password is not None or parts.query or parts.fragment:
-            raise ValueError(f"gateway {self.id!r}: base_url must carry no credentials, query or fragment")
-        if not _GATEWAY_PATH.fullmatch(parts.path):
-            raise ValueError(f"gateway {self.id!r}: base_url may only have the path /p/<profile>")
-        if not self.api_key_env:
-            raise ValueError(f"gateway {self.id!r}: api_key_env must name an environment variable")
-        if self.idle_timeout_seconds <= 0:
-            raise ValueError(f"gateway {self.id!r}: idle_timeout_seconds must be positive")
-
-
-def parse_hermes_gateways(raw: str | None) -> tuple[HermesGateway, ...]:
-    """The gateways in FLOWTRAIL_HERMES_GATEWAYS (a JSON list); anything else is a SettingsError saying what is wrong."""
-    if not raw or not raw.strip():
-        return ()
-    gateways = decode_json_list("FLOWTRAIL_HERMES_GATEWAYS", raw, HermesGateway)
-    _check_gateways(gateways)
-    return gateways
-
-
-def _check_gateways(gateways: tuple[HermesGateway, ...]) -> None:
-    ids = [gateway.id for gateway in gateways]
-    shared = sorted({i for i in ids if ids.count(i) > 1})
-    if shared:
-        raise SettingsError("FLOWTRAIL_HERMES_GATEWAYS", f"two gateways share the id {shared[0]!r}", "distinct gateway ids")
-
-
-DEMO_KEY = ApiKey(key="demo-key", id="demo", sees_all_runs=True)
-
-
-def decode_json_list(variable: str, raw: str, item: type[S]) -> tuple[S, ...]:
-    """The JSON list of objects in a variable; anything else (an unknown field too) is a SettingsError naming it."""
-    wanted: Any = tuple[item, ...]  # type: ignore[valid-type]  # the item type is the caller's
-    try:
-        decoded: tuple[S, ...] = msgspec.json.decode(raw.encode(), type=wanted)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        accepted = ", ".join(f.encode_name for f in msgspec.structs.fields(item))
-        problem = str(exc).replace("Object contains unknown field", "unknown field").replace("\n", " ")
-        raise SettingsError(variable, f"not a valid JSON list: {problem}",
-                            f"a JSON list of objects (accepted fields: {accepted})") from None
-    return decoded
+from engine.access import DEMO_KEY, ApiKey, check_api_keys
+from engine.config import SettingsError, read_section, refuse_unknown_variables, setting, variables
+from engine.hermes.gateways import HermesGateway, check_gateways
+from engine.llm.config import RESERVED_MODEL_IDS, ModelConfig
+from engine.loopback import is_loopback
+from engine.store.url import parse_database_url
 
 
 @dataclass(frozen=True)
@@ -236,11 +127,10 @@ class DispatchSettings:
 class EngineSettings:
     """Limits and models of the workflow engine."""
 
-    models_json: Annotated[str, setting(
+    models: Annotated[tuple[ModelConfig, ...], setting(
         "FLOWTRAIL_MODELS", "JSON list of OpenAI-compatible models `{\"id\", \"base_url\", \"model\", \"api_key_env\"}`; "
         "the key is read from the variable `api_key_env` names, never stored or logged",
-        accepts="a JSON list of objects",
-    )] = ""
+    )] = ()
     default_model_id: Annotated[str, setting(
         "FLOWTRAIL_DEFAULT_MODEL", "model for nodes that name none (empty: the first configured model, else `scripted`)",
         accepts="an id from FLOWTRAIL_MODELS, or `scripted`",
@@ -308,8 +198,6 @@ class ContextSettings:
     max_tool_calls_per_visit: Annotated[int, setting(
         "FLOWTRAIL_CONTEXT_MAX_TOOL_CALLS", "context tool calls one visit may make", ge=0,
     )] = 50
-    hot_retention_seconds: float = 1800.0
-    """Answers come from memory while a run is live and this long after."""
 
 
 @dataclass(frozen=True)
@@ -328,29 +216,6 @@ class UploadSettings:
         "FLOWTRAIL_WORKSPACE_SWEEP_SECONDS", "how often workspaces past their run's `ttlHours` are deleted, and "
         "upload folders whose run was never created (after an hour without change)", gt=0,
     )] = 3600.0
-
-
-@dataclass(frozen=True)
-class CommandSettings:
-    """What the client commands (`flowtrail demo`, `audit`, `export`, `runs`) use; the server ignores them."""
-
-    url: Annotated[str, setting(
-        "FLOWTRAIL_URL", "base URL where the client commands find the service (empty: http://FLOWTRAIL_HOST:FLOWTRAIL_PORT)",
-    )] = ""
-    api_key: Annotated[str, setting(
-        "FLOWTRAIL_API_KEY", "API key the client commands use when `--key` is not given", secret=True,
-    )] = ""
-
-    demo_key: Annotated[str, setting(
-        "FLOWTRAIL_DEMO_KEY", "API key `flowtrail demo` uses (empty: the first configured key)", secret=True,
-    )] = ""
-    demo_workflow: Annotated[str, setting(
-        "FLOWTRAIL_DEMO_WORKFLOW", "workflow `flowtrail demo` (and `./run`) starts when none is named",
-    )] = "demo-report"
-    audit_key: Annotated[str, setting(
-        "FLOWTRAIL_AUDIT_KEY", "API key `flowtrail audit` uses (empty: the first configured key; it needs "
-        "`seesAllRuns` to audit other keys' runs)", secret=True,
-    )] = ""
 
 
 @dataclass(frozen=True)
@@ -387,7 +252,6 @@ class Settings:
     dispatch: DispatchSettings = field(default_factory=DispatchSettings)
     context: ContextSettings = field(default_factory=ContextSettings)
     uploads: UploadSettings = field(default_factory=UploadSettings)
-    commands: CommandSettings = field(default_factory=CommandSettings)
     log_format: Annotated[Literal["text", "json"], setting(
         "FLOWTRAIL_LOG_FORMAT", "`text` (one readable line per record) or `json` (one JSON object per line: ts, level, "
         "logger, msg and context fields) for every logger of the process",
@@ -402,155 +266,30 @@ class Settings:
         return self.data_dir / "workspaces"
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
-        """Every setting from FLOWTRAIL_* variables (default: the process environment); SettingsError on any mistake."""
+    def from_env(cls, environ: Mapping[str, str] | None = None, *, also_known: Iterable[str] = ()) -> Settings:
+        """Every setting from FLOWTRAIL_* variables (default: the process environment); SettingsError on any mistake.
+
+        `also_known` names the variables other readers in the process take (the client commands'), so that they
+        are not refused as typos.
+        """
         env = os.environ if environ is None else environ
-        settings = _section(cls, env)
+        settings = read_section(cls, env)
         if not env.get("FLOWTRAIL_DATABASE_URL"):
             default_url = f"sqlite:///{settings.data_dir}/flowtrail.db"
             settings = dataclasses.replace(settings, store=dataclasses.replace(settings.store, database_url=default_url))
         settings = dataclasses.replace(settings, demo_key_in_use=not env.get("FLOWTRAIL_API_KEYS"))
-        _check_api_keys(settings.api_keys)
+        check_api_keys(settings.api_keys)
         _check_demo_key_exposure(settings)
         _check_database_url(settings.store.database_url)
         _check_workflows_dir(settings.workflows_dir)
-        models = _check_models(settings.engine)
-        _check_gateways(settings.engine.hermes_gateways)
-        key_variables = {m.api_key_env for m in models} | {g.api_key_env for g in settings.engine.hermes_gateways}
-        _refuse_unknown_variables(env, allowed={name for name in key_variables if name})
+        _check_models(settings.engine)
+        check_gateways(settings.engine.hermes_gateways)
+        key_variables = {m.api_key_env for m in settings.engine.models} | {
+            g.api_key_env for g in settings.engine.hermes_gateways
+        }
+        known = {v.name for v in variables(cls)} | set(also_known) | {name for name in key_variables if name}
+        refuse_unknown_variables(env, known=known)
         return settings
-
-
-@dataclass(frozen=True)
-class Variable:
-    """One environment variable of the model: the field it fills, its type, default and description."""
-
-    name: str
-    path: tuple[str, ...]
-    hint: Any
-    default: Any
-    description: str
-    secret: bool
-
-
-def variables(cls: type[Any] = Settings, path: tuple[str, ...] = ()) -> Iterator[Variable]:
-    """Every variable the settings read, in field order (sub-settings in place)."""
-    hints = get_type_hints(cls, include_extras=True)
-    for f in dataclasses.fields(cls):
-        hint = hints[f.name]
-        if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-            yield from variables(hint, (*path, f.name))
-            continue
-        tag = _tag_of(hint)
-        if tag is not None:
-            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-            yield Variable(tag.env, (*path, f.name), hint, default, tag.description, tag.secret)
-
-
-def value_at(settings: Settings, path: tuple[str, ...]) -> Any:
-    """The value of the field at `path` (e.g. ("store", "database_url"))."""
-    value: Any = settings
-    for name in path:
-        value = getattr(value, name)
-    return value
-
-
-def accepted_values(hint: Any) -> str:
-    """What a variable of this type accepts, in words."""
-    base, meta = _split(hint)
-    if meta is not None and meta.extra and meta.extra.get("accepts"):
-        return str(meta.extra["accepts"])
-    if _is_json_list(base):
-        return "a JSON list of objects"
-    if get_origin(base) is Literal:
-        return "one of " + ", ".join(str(choice) for choice in get_args(base))
-    words = {bool: "true or false (or 1, 0)", int: "a whole number", float: "a number", Path: "a path",
-             str: "text"}.get(base, str(base))
-    bounds = [f"{sign} {getattr(meta, name):g}" for name, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"))
-              if meta is not None and getattr(meta, name) is not None]
-    return " ".join([words, " and ".join(bounds)]).strip()
-
-
-class _Tag(NamedTuple):
-    """What `setting(...)` put on a field: its variable, description and secrecy."""
-
-    env: str
-    description: str
-    secret: bool
-
-
-def _meta_of(hint: Any) -> Meta | None:
-    return next((m for m in get_args(hint)[1:] if isinstance(m, Meta) and m.extra and "env" in m.extra), None)
-
-
-def _tag_of(hint: Any) -> _Tag | None:
-    meta = _meta_of(hint)
-    if meta is None or meta.extra is None:
-        return None
-    return _Tag(meta.extra["env"], meta.description or "", meta.extra["secret"])
-
-
-def _split(hint: Any) -> tuple[Any, Meta | None]:
-    """The bare type under Annotated (None dropped from an optional) and its setting metadata."""
-    base = get_args(hint)[0] if get_origin(hint) is Annotated else hint
-    if isinstance(base, types.UnionType):
-        base = next(arg for arg in get_args(base) if arg is not type(None))
-    return base, _meta_of(hint)
-
-
-def _is_json_list(base: Any) -> bool:
-    args = get_args(base)
-    return get_origin(base) is tuple and bool(args) and isinstance(args[0], type) and issubclass(args[0], msgspec.Struct)
-
-
-def _section(cls: type[T], env: Mapping[str, str]) -> T:
-    """One settings dataclass filled from the variables that are set (empty counts as unset)."""
-    hints = get_type_hints(cls, include_extras=True)
-    values: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]  # T is always one of the settings dataclasses
-        hint = hints[f.name]
-        if dataclasses.is_dataclass(hint):
-            values[f.name] = _section(hint, env)  # type: ignore[arg-type]  # a settings dataclass
-            continue
-        tag = _tag_of(hint)
-        raw = env.get(tag.env, "") if tag is not None else ""
-        if tag is not None and raw != "":
-            values[f.name] = _convert(tag.env, raw, hint, secret=tag.secret)
-    return cls(**values)
-
-
-def _convert(variable: str, raw: str, hint: Any, *, secret: bool) -> Any:
-    """One variable's text as its field's type, or a SettingsError saying what the variable accepts."""
-    base, _ = _split(hint)
-    if _is_json_list(base):
-        return decode_json_list(variable, raw, get_args(base)[0])
-    if base is Path:
-        return Path(raw)
-    try:
-        return msgspec.convert(raw, type=hint, strict=False)
-    except msgspec.ValidationError:
-        shown = "an unusable value" if secret else repr(raw)
-        raise SettingsError(variable, f"got {shown}", accepted_values(hint)) from None
-
-
-def _check_api_keys(keys: tuple[ApiKey, ...]) -> None:
-    variable, accepted = "FLOWTRAIL_API_KEYS", "a non-empty JSON list of keys with distinct ids (unset: `demo-key`)"
-    if not keys:
-        raise SettingsError(variable, "the list is empty, so no caller could use the service", accepted)
-    if any(not k.key for k in keys):
-        raise SettingsError(variable, "a key has an empty `key`", accepted)
-    ids = [k.key_id() for k in keys]
-    if len(set(ids)) != len(ids):
-        shared = sorted({i for i in ids if ids.count(i) > 1})
-        raise SettingsError(variable, f"two keys share the id {shared[0]!r} (runs are owned by key id)", accepted)
-
-
-def is_loopback(host: str) -> bool:
-    """True for `localhost` and loopback addresses (127.0.0.0/8, ::1): only this machine reaches them."""
-    try:
-        return host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _check_demo_key_exposure(settings: Settings) -> None:
@@ -583,10 +322,9 @@ def _check_workflows_dir(directory: Path | None) -> None:
                             "an existing directory of workflow definitions (*.json)")
 
 
-def _check_models(engine: EngineSettings) -> tuple[ModelConfig, ...]:
-    """The configured models; ids distinct and not reserved, the default one of them (or `scripted`)."""
-    models = decode_json_list("FLOWTRAIL_MODELS", engine.models_json, ModelConfig) if engine.models_json.strip() else ()
-    ids = [m.id for m in models]
+def _check_models(engine: EngineSettings) -> None:
+    """The configured models' ids are distinct and not reserved, and the default is one of them (or `scripted`)."""
+    ids = [m.id for m in engine.models]
     taken = sorted({i for i in ids if ids.count(i) > 1 or i in RESERVED_MODEL_IDS})
     if taken:
         raise SettingsError("FLOWTRAIL_MODELS", f"the model id {taken[0]!r} is reserved or configured twice",
@@ -594,18 +332,3 @@ def _check_models(engine: EngineSettings) -> tuple[ModelConfig, ...]:
     if engine.default_model_id and engine.default_model_id not in {*ids, *RESERVED_MODEL_IDS}:
         raise SettingsError("FLOWTRAIL_DEFAULT_MODEL", f"{engine.default_model_id!r} is not a configured model",
                             "one of " + ", ".join(repr(i) for i in [*ids, *sorted(RESERVED_MODEL_IDS)]))
-    return models
-
-
-def _refuse_unknown_variables(env: Mapping[str, str], *, allowed: set[str]) -> None:
-    """A FLOWTRAIL_* variable the settings do not read is a typo (or a setting that does not exist)."""
-    known = {v.name for v in variables()}
-    unknown = sorted(
-        name for name in env
-        if name.startswith(PREFIX) and name not in known | allowed and not name.startswith(FOREIGN_PREFIXES)
-    )
-    if unknown:
-        close = difflib.get_close_matches(unknown[0], known, n=1)
-        problem = "no such setting" if len(unknown) == 1 else "no such settings"
-        raise SettingsError(", ".join(unknown), problem + (f" (did you mean {close[0]}?)" if close else ""),
-                            "the variables `flowtrail config` lists (README: Configuration)")

@@ -12,11 +12,10 @@ from typing import Any
 
 from client import FlowtrailClient, RunHandle
 from domain.events import RunEvent
-from engine.settings import Settings
 from engine.store import STORED_EVENT_TYPES
 from engine.store.mapper import MsgspecMapper
 from projections.audit import diff, rebuild
-from scripts.connect import api_key, connect, reported
+from scripts.connect import CommandSettings, api_key, connect, reported, served_key
 
 _mapper = MsgspecMapper(STORED_EVENT_TYPES)
 
@@ -66,8 +65,7 @@ async def audit(client: FlowtrailClient, run_id: str) -> int:
 def audit_run(run_id: str, *, url: str | None = None, key: str | None = None) -> int:
     """`flowtrail audit`: exit status 0 when everything matches, 1 on any difference or when the run is not found."""
     async def work() -> int:
-        settings = Settings.from_env()
-        async with connect(url, api_key(key, settings.commands.audit_key, settings.api_keys[0].key)) as client:
+        async with connect(url, api_key(key, CommandSettings.from_env().audit_key, served_key())) as client:
             return await audit(client, run_id)
 
     return reported(work)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from importlib.metadata import version
 
 from engine.catalogue import DEMO_DIR
-from engine.settings import SettingsError
+from engine.config import SettingsError
 from engine.store import StoreUnreachable
 from scripts.connect import add_connection_options, run_id
 from scripts.runs import add_runs_commands, run_runs_command

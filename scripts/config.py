@@ -11,7 +11,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
-from engine.settings import ApiKey, Settings, Variable, accepted_values, value_at, variables
+from engine.access import ApiKey
+from engine.config import Variable, accepted_values, value_at, variables
+from engine.settings import Settings
+from scripts.connect import CommandSettings, server_settings
 
 MASK = "***"
 
@@ -24,6 +27,8 @@ def masked(variable: Variable, value: Any) -> Any:
         return str(value)
     if isinstance(value, tuple) and all(isinstance(item, ApiKey) for item in value):
         return [{**msgspec.to_builtins(item), "key": MASK, "id": item.key_id()} for item in value]
+    if isinstance(value, tuple):
+        return msgspec.to_builtins(value)
     if variable.name == "FLOWTRAIL_DATABASE_URL":
         return _url_without_password(value)
     if variable.secret and value:
@@ -39,14 +44,15 @@ def _url_without_password(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def effective(settings: Settings, environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+def effective(groups: tuple[Any, ...], environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     """Each variable's effective (masked) value and whether it came from the environment or the default."""
     return {
         v.name: {
-            "value": masked(v, value_at(settings, v.path)),
+            "value": masked(v, value_at(group, v.path)),
             "source": "environment" if environ.get(v.name) else "default",
         }
-        for v in variables()
+        for group in groups
+        for v in variables(type(group))
     }
 
 
@@ -59,7 +65,8 @@ def text_line(name: str, entry: Mapping[str, Any]) -> str:
 
 def show_config(*, as_json: bool = False) -> int:
     """Print the effective settings (secrets masked); a bad setting is a SettingsError like at start-up."""
-    found = effective(Settings.from_env(), os.environ)
+    groups = (server_settings(), CommandSettings.from_env())
+    found = effective(groups, os.environ)
     if as_json:
         print(json.dumps(found, indent=2))
     else:
@@ -68,7 +75,7 @@ def show_config(*, as_json: bool = False) -> int:
 
 
 def _default_text(variable: Variable) -> str:
-    if variable.name == "FLOWTRAIL_API_KEYS" or variable.default in (None, ""):
+    if variable.name == "FLOWTRAIL_API_KEYS" or variable.default in (None, "", ()):
         return "unset"
     default = variable.default
     if isinstance(default, bool):
@@ -78,10 +85,15 @@ def _default_text(variable: Variable) -> str:
     return f"`{default}`"
 
 
+def every_variable() -> tuple[Variable, ...]:
+    """Every FLOWTRAIL_* variable a flowtrail process reads: the service's, then the client commands'."""
+    return (*variables(Settings), *variables(CommandSettings))
+
+
 def reference_table() -> str:
     """The README's settings table, generated from the settings model."""
     rows = ["| variable | default | accepts | meaning |", "|---|---|---|---|"]
-    for v in variables():
+    for v in every_variable():
         meaning = v.description.replace("|", "\\|")
         rows.append(f"| `{v.name}` | {_default_text(v)} | {accepted_values(v.hint)} | {meaning} |")
     return "\n".join(rows)

@@ -4,13 +4,50 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any
 from uuid import UUID
 
 from client import DEFAULT_URL, ApiError, ClientError, FlowtrailClient
+from engine.access import ApiKey, check_api_keys
+from engine.config import read_field, read_section, setting, variables
 from engine.settings import Settings
+
+
+@dataclass(frozen=True)
+class CommandSettings:
+    """What the client commands (`flowtrail demo`, `audit`, `export`, `runs`) read; the server only lets them be."""
+
+    url: Annotated[str, setting(
+        "FLOWTRAIL_URL", "base URL where the client commands find the service (empty: http://FLOWTRAIL_HOST:FLOWTRAIL_PORT)",
+    )] = ""
+    api_key: Annotated[str, setting(
+        "FLOWTRAIL_API_KEY", "API key the client commands use when `--key` is not given", secret=True,
+    )] = ""
+
+    demo_key: Annotated[str, setting(
+        "FLOWTRAIL_DEMO_KEY", "API key `flowtrail demo` uses (empty: the first configured key)", secret=True,
+    )] = ""
+    demo_workflow: Annotated[str, setting(
+        "FLOWTRAIL_DEMO_WORKFLOW", "workflow `flowtrail demo` (and `./run`) starts when none is named",
+    )] = "demo-report"
+    audit_key: Annotated[str, setting(
+        "FLOWTRAIL_AUDIT_KEY", "API key `flowtrail audit` uses (empty: the first configured key; it needs "
+        "`seesAllRuns` to audit other keys' runs)", secret=True,
+    )] = ""
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> CommandSettings:
+        """The client commands' variables alone: a command never checks the server's configuration."""
+        return read_section(cls, os.environ if environ is None else environ)
+
+
+COMMAND_VARIABLES = frozenset(v.name for v in variables(CommandSettings))
+"""The variables the client commands read: `flowtrail serve` accepts them beside its own."""
+
 
 
 def add_connection_options(parser: argparse.ArgumentParser) -> None:
@@ -28,14 +65,23 @@ def run_id(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text!r} is not a run id (32 hex characters)") from None
 
 
-def service_url(given: str | None, settings: Settings) -> str:
+def service_url(given: str | None) -> str:
     """The URL given, else FLOWTRAIL_URL, else the local service on FLOWTRAIL_HOST/FLOWTRAIL_PORT (default 127.0.0.1:2438)."""
-    return given or settings.commands.url or f"http://{settings.host}:{settings.port}"
+    if given or (given := CommandSettings.from_env().url):
+        return given
+    return f"http://{read_field(Settings, 'host', os.environ)}:{read_field(Settings, 'port', os.environ)}"
+
+
+def served_key() -> str:
+    """The first key the local service is configured with (FLOWTRAIL_API_KEYS; unset: `demo-key`)."""
+    keys: tuple[ApiKey, ...] = read_field(Settings, "api_keys", os.environ)
+    check_api_keys(keys)
+    return keys[0].key
 
 
 def api_key(given: str | None, *fallbacks: str) -> str | None:
     """The key given, else FLOWTRAIL_API_KEY, else the first non-empty fallback (a command's own key setting)."""
-    for candidate in (given, Settings.from_env().commands.api_key, *fallbacks):
+    for candidate in (given, CommandSettings.from_env().api_key, *fallbacks):
         if candidate:
             return candidate
     return None
@@ -45,7 +91,7 @@ def connect(url: str | None, key: str | None) -> FlowtrailClient:
     """A client of the service at `url` under `key` (both resolved as above); exits when there is no key."""
     if not key:
         raise SystemExit("error: no API key: pass --key or set FLOWTRAIL_API_KEY")
-    return FlowtrailClient(service_url(url, Settings.from_env()), key)
+    return FlowtrailClient(service_url(url), key)
 
 
 def reported(work: Callable[[], Coroutine[Any, Any, int]]) -> int:
@@ -57,3 +103,8 @@ def reported(work: Callable[[], Coroutine[Any, Any, int]]) -> int:
     except ClientError as failed:
         print(f"error: {failed}", file=sys.stderr)
     return 1
+
+
+def server_settings() -> Settings:
+    """The service's settings from the environment, the client commands' variables let be."""
+    return Settings.from_env(also_known=COMMAND_VARIABLES)

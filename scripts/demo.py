@@ -7,8 +7,7 @@ import json
 from typing import Any
 
 from client import CreatedRun, FlowtrailClient, ServiceUnavailable
-from engine.settings import Settings
-from scripts.connect import api_key, connect, reported
+from scripts.connect import CommandSettings, api_key, connect, reported, served_key
 
 TOPICS = {"demo-report": "event sourcing for agent workflows"}
 
@@ -101,9 +100,8 @@ def demo(workflow: str | None, *, url: str | None = None, key: str | None = None
     """Run the demo (default: FLOWTRAIL_DEMO_WORKFLOW) against the service (key: --key, FLOWTRAIL_API_KEY,
     FLOWTRAIL_DEMO_KEY, else the service's first)."""
     async def work() -> int:
-        settings = Settings.from_env()
-        chosen = api_key(key, settings.commands.demo_key, settings.api_keys[0].key)
-        async with connect(url, chosen) as client:
-            return await run_demo(client, workflow or settings.commands.demo_workflow)
+        commands = CommandSettings.from_env()
+        async with connect(url, api_key(key, commands.demo_key, served_key())) as client:
+            return await run_demo(client, workflow or commands.demo_workflow)
 
     return reported(work)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 
 from engine.hermes.probe import probe_gateways
-from engine.settings import Settings
+from scripts.connect import server_settings
 
 
 def check_gateways(wanted: str | None = None) -> int:
     """Print one line per gateway (`id: status [detail]`); 0 only when every probed gateway is ok."""
-    gateways = Settings.from_env().engine.hermes_gateways
+    gateways = server_settings().engine.hermes_gateways
     results = asyncio.run(probe_gateways(gateways, wanted))
     for result in results:
         print(f"{result.gateway or '-'}: {result.status}" + (f" ({result.detail})" if result.detail else ""))

@@ -5,13 +5,13 @@ from __future__ import annotations
 import sys
 
 from engine.readmodel import rebuild
-from engine.settings import Settings
 from engine.store import EventStore, parse_database_url
+from scripts.connect import server_settings
 
 
 def rebuild_read_model() -> int:
     """Replace the run rows and their tracking position with the fold of the log (one transaction)."""
-    location = parse_database_url(Settings.from_env().store.database_url)
+    location = parse_database_url(server_settings().store.database_url)
     if location.sqlite_path is not None and not location.sqlite_path.exists():
         print(f"error: no event log at {location.sqlite_path} (nothing was created)", file=sys.stderr)
         return 1

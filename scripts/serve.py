@@ -16,11 +16,12 @@ from api.app import create_app
 from api.server import GracefulServer, connection_options
 from api.sse import encode_frame
 from engine.bootstrap import build_services
+from engine.config import SettingsError
 from engine.dispatch.solo import AlreadyServed, hold_serve_lock
 from engine.dispatch.startup import StartupLock
 from engine.observability.logs import configure_logging, uvicorn_logging
-from engine.settings import Settings, SettingsError
 from engine.store import parse_database_url
+from scripts.connect import server_settings
 
 log = logging.getLogger("flowtrail")
 
@@ -78,7 +79,7 @@ class Server(GracefulServer):
 
 def serve() -> int:
     """Build the service from the environment and serve until interrupted."""
-    settings = Settings.from_env()
+    settings = server_settings()
     configure_logging(settings.log_format, settings.log_level)
     sock = bind(settings.host, settings.port)
     try:

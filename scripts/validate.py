@@ -7,14 +7,13 @@ from pathlib import Path
 
 from domain.authoring import workflow_schema_text
 from engine.catalogue import check_files
-from engine.execution.models import parse_models
 from engine.llm import SCRIPTED_ID
-from engine.settings import Settings
+from scripts.connect import server_settings
 
 
 def configured_model_ids() -> list[str]:
     """The model ids a definition may name here: `scripted` and FLOWTRAIL_MODELS."""
-    return [SCRIPTED_ID, *(model.id for model in parse_models(Settings.from_env().engine.models_json))]
+    return [SCRIPTED_ID, *(model.id for model in server_settings().engine.models)]
 
 
 def validate_files(files: list[str]) -> int:

@@ -9,7 +9,6 @@ Tool results are JSON text for the model; failures are `{"error": ...}`, never e
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 from typing import Any
 from urllib.parse import urlsplit
@@ -35,6 +34,7 @@ from engine.context.contract import (
     PathQuery,
 )
 from engine.llm.types import ToolSpec
+from engine.loopback import is_loopback_url
 from projections.wire import encode, to_json
 
 log = logging.getLogger("flowtrail.context.tools")
@@ -101,19 +101,6 @@ SPECS = (
 
 class ToolFailure(Exception):
     """A tool call that ends as `{"error": message}` for the model."""
-
-
-def is_loopback_url(url: str) -> bool:
-    """True for an http(s) URL whose host is localhost or a loopback address."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return False
-    if parts.hostname == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(parts.hostname).is_loopback
-    except ValueError:
-        return False
 
 
 def masked(token: str) -> str:

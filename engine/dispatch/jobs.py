@@ -21,7 +21,7 @@ from procrastinate.retry import BaseRetryStrategy, RetryDecision
 
 from engine.dispatch.schema import conninfo, ensure_job_schema
 from engine.settings import DispatchSettings
-from engine.store.location import StoreLocation
+from engine.store.url import StoreLocation
 
 logger = logging.getLogger("flowtrail.dispatch")
 TASK_NAME = "flowtrail.execute_run"

@@ -6,7 +6,7 @@ import psycopg
 from procrastinate.schema import SchemaManager
 from psycopg.conninfo import make_conninfo
 
-from engine.store.location import CONNECT_TIMEOUT_SECONDS, StoreLocation
+from engine.store.url import CONNECT_TIMEOUT_SECONDS, StoreLocation
 
 SCHEMA_LOCK = "flowtrail: apply the procrastinate schema"
 

@@ -12,7 +12,7 @@ import logging
 import psycopg
 
 from engine.dispatch.schema import conninfo
-from engine.store.location import StoreLocation
+from engine.store.url import StoreLocation
 
 logger = logging.getLogger("flowtrail.dispatch")
 STARTUP_LOCK = "flowtrail: start-up"

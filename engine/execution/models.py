@@ -10,25 +10,17 @@ from engine.execution.errors import RunFailure, VisitFailure
 from engine.llm import (
     SCRIPTED_ID,
     LlmProvider,
-    ModelConfig,
     ModelRegistry,
     ScriptedProvider,
     parse_script,
 )
 from engine.llm.metered import metered
-from engine.settings import EngineSettings, decode_json_list
-
-
-def parse_models(raw: str) -> list[ModelConfig]:
-    """The models in FLOWTRAIL_MODELS (a JSON list); anything else exits at start-up saying what is wrong."""
-    if not raw.strip():
-        return []
-    return list(decode_json_list("FLOWTRAIL_MODELS", raw, ModelConfig))
+from engine.settings import EngineSettings
 
 
 def build_registry(settings: EngineSettings) -> ModelRegistry:
     """The registry of configured OpenAI-compatible models plus `scripted`."""
-    return ModelRegistry(parse_models(settings.models_json), default_model_id=settings.default_model_id or None)
+    return ModelRegistry(settings.models, default_model_id=settings.default_model_id or None)
 
 
 def scripted_from(script: Any, *, skip_turns: int, seed: str, pace_seconds: float) -> ScriptedProvider:

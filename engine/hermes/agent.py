@@ -20,7 +20,7 @@ import msgspec
 
 from engine.hermes.client import GatewayClient, GatewayError, StreamDropped, StreamIdle
 from engine.hermes.events import TERMINAL_EVENTS, chunk_for
-from engine.settings import HermesGateway
+from engine.hermes.gateways import HermesGateway
 
 logger = logging.getLogger("flowtrail.hermes")
 

@@ -13,7 +13,7 @@ import httpx
 import msgspec
 from httpx_sse import EventSource
 
-from engine.settings import HermesGateway
+from engine.hermes.gateways import HermesGateway
 
 CONNECT_SECONDS = 10.0
 READ_SECONDS = 30.0

@@ -9,7 +9,7 @@ import httpx
 import msgspec
 
 from engine.hermes.client import GatewayClient, GatewayError, gateway_key
-from engine.settings import HermesGateway
+from engine.hermes.gateways import HermesGateway
 
 CAPABILITIES_OBJECT = "hermes.api_server.capabilities"
 REQUIRED_FEATURES = ("run_submission", "run_events_sse", "run_stop", "run_approval_response", "session_resources")

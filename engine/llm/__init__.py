@@ -1,5 +1,6 @@
 """LLM providers: a deterministic scripted provider and an OpenAI-compatible streaming client."""
 
+from engine.llm.config import ModelConfig
 from engine.llm.openai import OpenAIProvider
 from engine.llm.registry import SCRIPTED_ID, ModelRegistry, UnknownModel
 from engine.llm.retry import Backoff, RetryBudget, retried
@@ -19,7 +20,6 @@ from engine.llm.types import (
     LlmTimeout,
     LlmUnreachable,
     Message,
-    ModelConfig,
     ReasoningDelta,
     StatusNote,
     TextDelta,

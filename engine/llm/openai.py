@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 import httpx
 import msgspec
 
+from engine.llm.config import ModelConfig
 from engine.llm.types import (
     Chunk,
     CollectingProvider,
@@ -26,7 +27,6 @@ from engine.llm.types import (
     LlmTimeout,
     LlmUnreachable,
     Message,
-    ModelConfig,
     ReasoningDelta,
     TextDelta,
     ToolCall,

@@ -6,11 +6,10 @@ from collections.abc import Iterable
 
 import httpx
 
+from engine.llm.config import SCRIPTED_ID, ModelConfig
 from engine.llm.openai import OpenAIProvider
 from engine.llm.scripted import ScriptedProvider
-from engine.llm.types import LlmError, LlmProvider, ModelConfig
-
-SCRIPTED_ID = "scripted"
+from engine.llm.types import LlmError, LlmProvider
 
 
 class UnknownModel(LlmError):

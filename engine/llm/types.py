@@ -49,17 +49,6 @@ class CompletionRequest(msgspec.Struct):
     purpose: str = "node"
 
 
-class ModelConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """An OpenAI-compatible endpoint; the key is read from the env var `api_key_env` at call time."""
-
-    id: str
-    base_url: str
-    model: str
-    api_key_env: str | None = None
-    timeout_seconds: float = 60.0
-    first_token_timeout: float = 30.0
-
-
 # ---- stream chunks (a tagged union) -------------------------------------------------
 
 

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.hermes.gateways import HermesGateway
 from engine.hermes.probe import ProbeResult, probe_gateways
-from engine.settings import HermesGateway
 from engine.store import AsyncEventStore
 
 STORE_TIMEOUT_SECONDS = 2.0

@@ -29,8 +29,9 @@ from engine.readmodel.table import ROWS_TABLE, PostgresRunRows, SqliteRunRows, m
 from engine.store import AsyncEventStore, EventStore
 from engine.store.event_store import STORED_EVENT_TYPES, FlowtrailApplication
 from engine.store.faults import first_line, is_passing, outage_of
-from engine.store.location import APP_NAME, check_reachable, library_env, qualified_table
+from engine.store.location import check_reachable, library_env
 from engine.store.mapper import MsgspecMapper
+from engine.store.url import APP_NAME, qualified_table
 from projections.run_row import RunRow, fold_rows
 
 log = logging.getLogger("flowtrail.readmodel")

@@ -9,7 +9,7 @@ from engine.store.event_store import (
     StoreUnavailable,
     StoreUnreachable,
 )
-from engine.store.location import StoreLocation, parse_database_url
+from engine.store.url import StoreLocation, parse_database_url
 
 __all__ = [
     "STORED_EVENT_TYPES", "AsyncEventStore", "ConcurrentAppend", "EventStore", "StoreError", "StoreLocation",

@@ -25,8 +25,9 @@ from engine.observability.metrics import APPEND_SECONDS, EVENTS_APPENDED, STORE_
 from engine.store.deadline import REQUEST_DEADLINE
 from engine.store.event_store import ConcurrentAppend, EventStore, StoreUnavailable
 from engine.store.faults import first_line, is_passing, outage_of
-from engine.store.location import POOL_WAIT_SECONDS, qualified_table
+from engine.store.location import POOL_WAIT_SECONDS
 from engine.store.sqlite_reads import SqliteStreamReader
+from engine.store.url import qualified_table
 
 logging.getLogger("asyncpg.pool").setLevel(logging.ERROR)  # its reconnect tracebacks; the outage is logged once
 T = TypeVar("T")

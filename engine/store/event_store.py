@@ -18,16 +18,14 @@ from domain.errors import FlowtrailError
 from domain.events import RUN_EVENT_TYPES
 from domain.idempotency import IDEMPOTENCY_EVENT_TYPES
 from engine.store.location import (
-    APP_NAME,
     POOL_RECONNECT_SECONDS,
     POOL_WAIT_SECONDS,
-    StoreLocation,
     check_reachable,
     ensure_schema,
     library_env,
-    qualified_table,
 )
 from engine.store.mapper import MsgspecMapper
+from engine.store.url import APP_NAME, StoreLocation, qualified_table
 
 STORED_EVENT_TYPES = (*RUN_EVENT_TYPES, *CATALOGUE_EVENT_TYPES, *IDEMPOTENCY_EVENT_TYPES)
 PAGE = 1000

@@ -24,8 +24,8 @@ from uuid import UUID
 import asyncpg
 
 from engine.store.faults import first_line, is_passing, outage_of
-from engine.store.location import StoreLocation, qualified_table
 from engine.store.mapper import MsgspecMapper
+from engine.store.url import StoreLocation, qualified_table
 from engine.waiting import wait_event
 
 log = logging.getLogger("flowtrail.tail")

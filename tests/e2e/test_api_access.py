@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.settings import ApiKey
+from engine.access import ApiKey
 from tests.support.api import AUDITOR_KEY, DEMO_KEY, ID_SCOPED_KEY, KEYS, SCOPED_KEY, log_end, start_api_server
 
 MILITARY_RUNS = "/api/v1/workflows/military-analyze-agent/runs"

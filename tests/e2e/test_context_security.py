@@ -14,9 +14,9 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from api.context import is_loopback
 from domain import run as decide
 from engine.context.tokens import TooManyTokens
+from engine.loopback import is_loopback_address
 from engine.settings import ContextSettings
 from tests.support.context_runs import ContextClient, join_run, linear_run
 from tests.support.server import RunningServer, server_settings
@@ -211,7 +211,7 @@ async def test_unknown_routes_and_methods_under_the_prefix_answer_in_the_interna
     ("10.0.0.7", False), ("192.168.1.2", False), ("::ffff:10.0.0.7", False), ("localhost", False), (None, False),
 ])
 def test_only_loopback_peers_may_ask(host, loopback):
-    assert is_loopback(host) is loopback
+    assert is_loopback_address(host) is loopback
 
 
 async def test_no_token_ever_reaches_a_log_line_or_the_store(server, store, tmp_path, caplog):

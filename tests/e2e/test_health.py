@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.settings import HermesGateway
+from engine.hermes.gateways import HermesGateway
 from tests.support.server import RunningServer, free_port, server_settings
 from tests.support.stores import drop_schema
 

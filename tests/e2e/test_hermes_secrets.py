@@ -10,7 +10,8 @@ from uuid import UUID
 import msgspec
 import pytest
 
-from engine.settings import EngineSettings, HermesGateway
+from engine.hermes.gateways import HermesGateway
+from engine.settings import EngineSettings
 from tests.support.engine_runs import edge, events_of, node, wait_until, workflow
 from tests.support.hermes_gateway import KEY_ENV
 from tests.support.server import RunningServer, server_settings

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
-
+import msgspec
 import pytest
 
 from domain import events as ev
 from domain.run import RunStatus
+from engine.llm.config import ModelConfig
 from tests.support.engine_runs import (
     chunks,
     edge,
@@ -34,7 +34,7 @@ async def openai_services(fake_openai, tmp_path, monkeypatch):
               {"id": "impatient", "base_url": fake_openai.base_url, "model": "fake-model",
                "timeout_seconds": 0.3, "first_token_timeout": 0.3}]
     settings = engine_settings(f"sqlite:///{tmp_path / 'flowtrail.db'}", tmp_path / "data", load_demos=False,
-                               models_json=json.dumps(models))
+                               models=msgspec.convert(models, tuple[ModelConfig, ...]))
     async with running(settings) as services:
         work = node("work", "agent", model_id="fake", tools=["web_search"], prompt="Research {{topic}}")
         out = node("out", "output", outputs=[{"name": "answer", "value": "{{work.text}}"}])

@@ -20,8 +20,8 @@ from domain.run import RunStatus
 from engine.bootstrap import Services
 from engine.hermes.agent import RemoteAgent
 from engine.hermes.events import FINAL_TEXT
+from engine.hermes.gateways import HermesGateway
 from engine.hermes.probe import probe, probe_gateways
-from engine.settings import HermesGateway
 from tests.fakes.hermes import CuttingProxy, EndingGateway, IncompatibleGateway
 from tests.support.engine_runs import (
     chunks,

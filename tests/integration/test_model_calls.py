@@ -6,15 +6,16 @@ protocol; the runs are stored on both stores.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from domain import events as ev
 from domain.run import RunStatus
 from engine.bootstrap import Services
+from engine.llm.config import ModelConfig
 from projections.sse import render_all
 from projections.summary import summarize
 from tests.fakes.openai_server import FakeOpenAI
@@ -49,7 +50,7 @@ async def model_services(fake_openai: FakeOpenAI, store: str, tmp_path: Path, mo
                "timeout_seconds": 5, "first_token_timeout": 5},
               {"id": "impatient", "base_url": fake_openai.base_url, "model": "fake-model",
                "timeout_seconds": 0.3, "first_token_timeout": 0.3}]
-    settings = engine_settings(store, tmp_path / "data", load_demos=False, models_json=json.dumps(models),
+    settings = engine_settings(store, tmp_path / "data", load_demos=False, models=msgspec.convert(models, tuple[ModelConfig, ...]),
                                **(marker.kwargs if marker else {}))
     async with running(settings) as started:
         for model_id in ("fake", "impatient"):

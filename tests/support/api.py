@@ -13,9 +13,10 @@ from typing import Any
 from uuid import UUID, uuid4
 
 from domain import run as decide
+from engine.access import ApiKey
 from engine.bootstrap import Services
 from engine.execution import CancelOutcome, RunExecutor
-from engine.settings import ApiKey, UploadSettings
+from engine.settings import UploadSettings
 from tests.support.server import RunningServer, server_settings
 
 DEMO_KEY = "demo-key"

@@ -13,8 +13,9 @@ import uvicorn
 
 from api.app import create_app
 from api.sse import encode_frame
+from engine.access import ApiKey
 from engine.bootstrap import Services, build_services
-from engine.settings import ApiKey, Settings, StoreSettings, StreamSettings
+from engine.settings import Settings, StoreSettings, StreamSettings
 
 KEYS = (
     ApiKey(key="test-key-all", id="all"),

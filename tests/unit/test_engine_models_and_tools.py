@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from engine.execution.models import parse_models, scripted_from, visit_script
+from engine.execution.models import scripted_from, visit_script
 from engine.execution.tools import BUILTIN_TOOLS, is_idempotent, unknown_tools
 from engine.llm import CompletionRequest, Message, collect
+from engine.settings import Settings
 
 SCRIPT = {"turns": [[{"text": "one"}], [{"text": "two"}], [{"text": "three"}]], "reformat": [[{"text": "{}"}]]}
 
@@ -32,11 +33,15 @@ def test_each_visit_of_a_node_can_have_its_own_script_and_the_last_repeats():
     assert visit_script({"script": "only"}, 5) == "only"
 
 
+def models_from(raw: str):
+    return Settings.from_env({"FLOWTRAIL_MODELS": raw}).engine.models
+
+
 def test_models_are_read_from_json_and_bad_json_is_named():
-    assert parse_models('[{"id": "m", "base_url": "http://127.0.0.1:1/v1", "model": "x"}]')[0].id == "m"
-    assert parse_models("") == []
+    assert models_from('[{"id": "m", "base_url": "http://127.0.0.1:1/v1", "model": "x"}]')[0].id == "m"
+    assert models_from("") == ()
     with pytest.raises(SystemExit, match="FLOWTRAIL_MODELS"):
-        parse_models('[{"id": 1}]')
+        models_from('[{"id": 1}]')
 
 
 class Host:

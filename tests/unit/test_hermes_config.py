@@ -8,8 +8,8 @@ import pytest
 
 from engine.hermes.agent import history_rows, session_id_for
 from engine.hermes.events import FINAL_TEXT, chunk_for
+from engine.hermes.gateways import HermesGateway, parse_hermes_gateways
 from engine.hermes.probe import missing_capabilities, select_gateway
-from engine.settings import HermesGateway, parse_hermes_gateways
 
 
 def gateways(*items: dict) -> str:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from api.limits import KeyLimits, RateLimited, TokenBucket, TooManyStreams
-from engine.settings import ApiKey, LimitSettings
+from engine.access import ApiKey
+from engine.settings import LimitSettings
 
 A = ApiKey(key="a-secret", id="a")
 B = ApiKey(key="b-secret", id="b")

@@ -6,12 +6,17 @@ import json
 
 import pytest
 
-from engine.execution.models import parse_models
-from engine.settings import DEMO_KEY, Settings, SettingsError
+from engine.access import DEMO_KEY
+from engine.config import SettingsError
+from engine.settings import Settings
 
 
 def keys_from(raw: str):
     return Settings.from_env({"FLOWTRAIL_API_KEYS": raw}).api_keys
+
+
+def models_from(raw: str):
+    return Settings.from_env({"FLOWTRAIL_MODELS": raw}).engine.models
 
 
 def refusal(env: dict[str, str]) -> str:
@@ -132,10 +137,10 @@ MODELS_ACCEPT = "accepted fields: id, base_url, model, api_key_env"
     (keys_from, "FLOWTRAIL_API_KEYS", '[{"key": "abc", "workflowName": ["demo-report"]}]', "workflowName",
      KEYS_ACCEPT),
     (keys_from, "FLOWTRAIL_API_KEYS", '[{"key": "abc", "sees_all_runs": true}]', "sees_all_runs", KEYS_ACCEPT),
-    (parse_models, "FLOWTRAIL_MODELS",
+    (models_from, "FLOWTRAIL_MODELS",
      '[{"id": "m", "baseUrl": "http://127.0.0.1:1/v1", "base_url": "http://127.0.0.1:1/v1", "model": "x"}]', "baseUrl",
      MODELS_ACCEPT),
-    (parse_models, "FLOWTRAIL_MODELS", '[{"id": "m", "base_url": "http://127.0.0.1:1/v1", "model": "x", "api_key": "sk-1"}]',
+    (models_from, "FLOWTRAIL_MODELS", '[{"id": "m", "base_url": "http://127.0.0.1:1/v1", "model": "x", "api_key": "sk-1"}]',
      "api_key", MODELS_ACCEPT),
 ])
 def test_an_unknown_field_of_a_json_setting_is_refused_in_one_line_naming_it_and_the_accepted_ones(

@@ -5,8 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from engine.settings import variables
-from scripts.config import reference_table
+from scripts.config import every_variable, reference_table
 
 ROOT = Path(__file__).resolve().parents[2]
 START = "<!-- settings table:"
@@ -22,7 +21,7 @@ def readme_table() -> str:
 
 def test_the_readme_documents_every_variable_the_settings_read_and_no_other():
     documented = re.findall(r"^\| `(FLOWTRAIL_[A-Z_]+)` \|", readme_table(), flags=re.MULTILINE)
-    assert sorted(documented) == sorted(v.name for v in variables())
+    assert sorted(documented) == sorted(v.name for v in every_variable())
 
 
 def test_the_readme_settings_table_is_the_one_flowtrail_config_reference_prints():
@@ -30,6 +29,6 @@ def test_the_readme_settings_table_is_the_one_flowtrail_config_reference_prints(
 
 
 def test_every_variable_has_a_one_line_description_and_a_distinct_name():
-    found = list(variables())
+    found = every_variable()
     assert len({v.name for v in found}) == len(found)
     assert all(v.description and "\n" not in v.description for v in found)
