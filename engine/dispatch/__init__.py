@@ -1,4 +1,4 @@
-"""Runs shared by replicas on one PostgreSQL: one procrastinate job per run execution, locked on the run."""
+"""Runs shared by replicas on one PostgreSQL: a procrastinate job per run execution; it owns the job tables."""
 
 from engine.dispatch.jobs import JobDispatch
 

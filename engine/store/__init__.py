@@ -1,4 +1,7 @@
-"""The event store: every module that knows SQL or the eventsourcing library."""
+"""The event log's store: the events table, its reads and writes, the live tail.
+
+The read model (engine/readmodel) and the job queue (engine/dispatch) own their own tables and SQL.
+"""
 
 from engine.store.async_store import AsyncEventStore
 from engine.store.event_store import (
