@@ -15,7 +15,7 @@ import msgspec
 
 from domain.outputs import MAX_RETRIES, OutputType
 from domain.vocabulary import RunMode
-from domain.workflow import MAX_NAME_LENGTH, NAME_RE, EdgeDefinition, Limits, PlannerSettings
+from domain.workflow.lenient import MAX_NAME_LENGTH, NAME_RE, EdgeDefinition, Limits, PlannerSettings
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 Retries = Annotated[int, msgspec.Meta(ge=0, le=MAX_RETRIES)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from domain.errors import DomainError
-from domain.workflow import WorkflowDefinition, workflow_inputs
+from domain.workflow.lenient import WorkflowDefinition, workflow_inputs
 
 
 class InvalidVariables(DomainError):

@@ -19,7 +19,7 @@ import msgspec
 from domain.authoring import WorkflowDocument, canonical_form
 from domain.canonical import canonical_digest
 from domain.templates import references, split_path
-from domain.workflow import (
+from domain.workflow.lenient import (
     MODEL_NODE_TYPES,
     Problem,
     WorkflowDefinition,

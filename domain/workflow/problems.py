@@ -19,6 +19,7 @@ from domain.templates import SEGMENT
 from domain.workflow.definition import WorkflowDefinition, edge_condition, roots
 from domain.workflow.graph import cycle_messages, reachable
 from domain.workflow.nodes import AnyNode, ModelData, OutputNode, SmartActionNode, UserInputNode
+from domain.workflow.recorded import recorded_form
 from domain.workflow.references import node_path, reference_problems
 from domain.workflow.structure import Problem, structure_problems
 
@@ -143,13 +144,39 @@ def model_problems(defn: WorkflowDefinition, model_ids: Collection[str]) -> list
     ]
 
 
+STAND_IN_NAME = "unnamed"
+STAND_IN_TYPE = "llm"
+
+
+def _stand_in(raw: Any) -> WorkflowDefinition | None:
+    """The definition whose graph can still be checked when values of it do not decode (None when it cannot be read).
+
+    A name that is no name, a node of an unknown type and a node setting that does not decode
+    are each a problem of their own already; here they stand aside (a placeholder name, a node
+    of some type, the setting's default) so that the rest of the definition is still checked.
+    """
+    if not isinstance(raw, dict):
+        return None
+    form = recorded_form(raw, stand_in=STAND_IN_TYPE)
+    if isinstance(form.get("name"), str):
+        form["name"] = STAND_IN_NAME
+    try:
+        return msgspec.convert(form, WorkflowDefinition)
+    except msgspec.ValidationError:
+        return None
+
+
 def definition_problems(raw: Any, *, model_ids: Collection[str] | None = None) -> list[Problem]:
-    """Every problem of a definition (a parsed JSON value); model ids are checked when `model_ids` is given."""
+    """Every problem of a definition (a parsed JSON value); model ids are checked when `model_ids` is given.
+
+    References and model ids are checked once every value decodes (a value that does not may be what they name).
+    """
     problems = structure_problems(raw, WorkflowDefinition)
     try:
         defn = msgspec.convert(raw, WorkflowDefinition)
     except msgspec.ValidationError:
-        return problems
+        stand_in = _stand_in(raw)
+        return problems + meaning_problems(stand_in) if stand_in is not None else problems
     problems += meaning_problems(defn) + reference_problems(defn, raw)
     if model_ids is not None:
         problems += model_problems(defn, model_ids)

@@ -30,9 +30,16 @@ def _data_type(node_class: type) -> Any:
     return next(field.type for field in msgspec.structs.fields(node_class) if field.name == "data")
 
 
-def _recorded_node(node: Any) -> Any:
-    """The node with each key of its data that does not decode left out (the node itself when it decodes)."""
-    node_class = NODE_CLASSES.get(str(node.get("type"))) if isinstance(node, dict) else None
+def _recorded_node(node: Any, stand_in: str | None) -> Any:
+    """The node with each key of its data that does not decode left out (the node itself when it decodes).
+
+    `stand_in`: the type a node of an unknown (or no) type is read as; None leaves such a node as it is.
+    """
+    if not isinstance(node, dict):
+        return node
+    node_class = NODE_CLASSES.get(str(node.get("type")))
+    if node_class is None and stand_in is not None:
+        node, node_class = {**node, "type": stand_in}, NODE_CLASSES[stand_in]
     if node_class is None or _decodes(node, node_class):
         return node
     data, kind = node.get("data"), _data_type(node_class)
@@ -40,12 +47,13 @@ def _recorded_node(node: Any) -> Any:
     return {**node, "data": kept}
 
 
-def _recorded_form(definition: JSON) -> JSON:
+def recorded_form(definition: JSON, *, stand_in: str | None = None) -> JSON:
+    """The definition with planner settings and node settings that do not decode left out."""
     form = dict(definition)
     if "planner" in form and not _decodes(form["planner"], Planner):
         del form["planner"]
     if isinstance(form.get("nodes"), list):
-        form["nodes"] = [_recorded_node(node) for node in form["nodes"]]
+        form["nodes"] = [_recorded_node(node, stand_in) for node in form["nodes"]]
     return form
 
 
@@ -54,7 +62,7 @@ def recorded_definition(definition: JSON) -> WorkflowDefinition:
     try:
         return workflow_from_dict(definition)
     except GraphInvalid:
-        form = _recorded_form(definition)
+        form = recorded_form(definition)
         if form == definition:
             raise
         return workflow_from_dict(form)

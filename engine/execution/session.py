@@ -20,7 +20,7 @@ from domain import run as decide
 from domain.errors import IllegalTransition
 from domain.events import RunEvent, VisitSkipped
 from domain.run import Run, RunStatus
-from domain.workflow import NodeDefinition, WorkflowDefinition, node_by_id
+from domain.workflow import MODEL_NODE_TYPES, AnyNode, WorkflowDefinition, node_by_id
 from engine.clock import utcnow
 from engine.execution.errors import (
     CancelHalt,
@@ -31,7 +31,7 @@ from engine.execution.errors import (
 )
 from engine.execution.journal import Journal
 from engine.execution.models import VisitModels
-from engine.execution.nodes import EXECUTORS, MODEL_NODE_TYPES, failure_envelope
+from engine.execution.nodes import EXECUTORS, failure_envelope
 from engine.execution.outcomes import (
     Cancelled,
     Completed,
@@ -96,7 +96,7 @@ class RunSession:
         if self.cancel_requested:
             raise CancelHalt()
 
-    def node(self, node_id: str) -> NodeDefinition:
+    def node(self, node_id: str) -> AnyNode:
         """The workflow's node with this id (RunFailure when the definition has none)."""
         assert self.defn is not None
         node = node_by_id(self.defn, node_id)
@@ -185,7 +185,7 @@ class RunSession:
 
     # ---- visits --------------------------------------------------------------------
 
-    async def start_visit(self, node: NodeDefinition, *, iter_seq: int, came_from: VisitProgress | None = None,
+    async def start_visit(self, node: AnyNode, *, iter_seq: int, came_from: VisitProgress | None = None,
                           predecessors: tuple[str, ...] = ()) -> VisitProgress:
         """Open a visit of a node (a safe point: a pending cancel stops the run instead)."""
         self.check_cancel()
@@ -208,7 +208,7 @@ class RunSession:
             decisions.append(partial(decide.record_visit, visit_uuid=visit_uuid, node_id=node.id))
         await self.decide(*decisions)
 
-    async def run_visit(self, node: NodeDefinition, visit: VisitProgress, *, resumed: bool = False) -> VisitOutcome:
+    async def run_visit(self, node: AnyNode, visit: VisitProgress, *, resumed: bool = False) -> VisitOutcome:
         """Execute an open visit to its end: completed, failed, or paused on a question."""
         ctx = self._context(node, visit)
         context = self.tools.context if node.type in MODEL_NODE_TYPES else None
@@ -248,7 +248,7 @@ class RunSession:
             logger.exception("visit %s of run %s failed unexpectedly", ctx.visit.visit_uuid, self.run_id)
             return await self._fail(ctx, f"internal error: {type(error).__name__}: {error}")
 
-    def _context(self, node: NodeDefinition, visit: VisitProgress) -> VisitContext:
+    def _context(self, node: AnyNode, visit: VisitProgress) -> VisitContext:
         scope = self.progress.scope()
         models = VisitModels(
             self.registry, node.data, iter_seq=visit.iter_seq, seed=f"{self.run_id}:{node.id}:{visit.iter_seq}",
@@ -260,8 +260,7 @@ class RunSession:
         )
 
     async def _timed(self, ctx: VisitContext) -> dict[str, Any]:
-        limit = ctx.data.get("timeoutSeconds")
-        seconds = float(limit) if isinstance(limit, (int, float)) and limit > 0 else self.settings.node_timeout_seconds
+        seconds = ctx.node.data.timeout_seconds or self.settings.node_timeout_seconds
         try:
             async with asyncio.timeout(seconds):
                 return await EXECUTORS[ctx.node.type](ctx)
@@ -292,8 +291,8 @@ class RunSession:
         where = "after the answer to its last question" if visit.answers else "from its start"
         await ctx.status(f"this visit was interrupted before it ended; running it again {where}")
 
-    def _unsafe_to_rerun(self, node: NodeDefinition, visit: VisitProgress) -> str | None:
-        if node.data.get("recoverable") is False:
+    def _unsafe_to_rerun(self, node: AnyNode, visit: VisitProgress) -> str | None:
+        if not node.data.recoverable:
             return "the node is marked recoverable=false"
         repeated = [name for name in visit.tools_since_checkpoint if not is_idempotent(name)]
         if repeated:
@@ -309,7 +308,7 @@ class RunSession:
             return None
 
 
-def _skip(run: Run, at: datetime, *, visit_uuid: str, node: NodeDefinition, iter_seq: int, reason: str) -> VisitSkipped:
+def _skip(run: Run, at: datetime, *, visit_uuid: str, node: AnyNode, iter_seq: int, reason: str) -> VisitSkipped:
     return decide.skip_visit(
         run, at, visit_uuid=visit_uuid, node_id=node.id, node_type=node.type, node_label=node.label or node.id,
         iter_seq=iter_seq, sort_order=run.visit_count + 1, reason=reason,

@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from domain.catalogue import fold_entry
-from domain.workflow import PlannerSettings
+from domain.workflow import Planner
 from domain.workflow.definition import WorkflowDefinition, workflow_from_dict
 from domain.workflow.problems import definition_problems
 from domain.workflow.recorded import recorded_definition
@@ -55,9 +55,9 @@ def test_the_recorded_agentic_workflow_folds_with_its_planner_settings_typed():
     rows = [row for row in rows_of(LOGS / "every-event.jsonl") if row.topic == "WorkflowPublished"]
     entries = [fold_entry([MAPPER.decode_state(bytes(row.state))]) for row in rows]
     planners = {entry.name: entry.definition.planner for entry in entries if entry is not None}
-    assert planners["every-event-agentic"] == PlannerSettings(
+    assert planners["every-event-agentic"] == Planner(
         model_id="scripted", prompt="Ask, then finish.", script=[[{"text": "{}"}]])
-    assert planners["every-event-dag"] == PlannerSettings()
+    assert planners["every-event-dag"] == Planner()
 
 
 # The one typed workflow model (decision 32), proven on every recorded definition before the engine ran it.

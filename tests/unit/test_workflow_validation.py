@@ -6,7 +6,7 @@ import re
 import pytest
 
 from domain.errors import GraphInvalid
-from domain.workflow import (
+from domain.workflow.lenient import (
     EdgeDefinition,
     Limits,
     PlannerSettings,
