@@ -27,7 +27,6 @@ EXAMPLES = {
 COMMENT_COLUMN = 43
 NUMBER_RE = re.compile(r"^-?\d+(\.\d+)?([eE][+-]?\d+)?$")
 FENCE_RE = re.compile(r"```[A-Za-z]*[ \t]*\n?(.*?)```", re.DOTALL)
-MAX_RETRIES = 10
 
 INSTRUCTION_HEAD = (
     "---\n\n**必须按如下 JSON 格式输出最终结果**（仅输出 JSON 本身，不要任何 Markdown 包裹、解释或额外文字）：\n\n"
@@ -42,15 +41,6 @@ INSTRUCTION_TAIL = """**扩展字段**（可选）：
 - 必须严格使用上述声明的字段名，区分大小写、区分分隔符（禁止中文字段名）
 - required 字段缺失或类型不符将触发重试
 - 输出必须能被 JSON 直接解析（首尾不能有非 JSON 字符）"""
-
-
-class OutputField(msgspec.Struct, frozen=True):
-    """One declared output of a node."""
-
-    name: str
-    type: OutputType = "string"
-    required: bool = False
-    description: str = ""
 
 
 class ValidationResult(msgspec.Struct, frozen=True):
@@ -76,26 +66,6 @@ class RetryPolicy(msgspec.Struct, frozen=True):
 
     runtime_max_retries: int
     format_max_retries: int
-
-
-def parse_output_declarations(data: dict[str, Any]) -> list[OutputField]:
-    """The declared outputs in node data `outputs`; ValueError names what is malformed."""
-    try:
-        fields = msgspec.convert(data.get("outputs") or [], list[OutputField], strict=False)
-    except msgspec.ValidationError as error:
-        raise ValueError(f"invalid outputs declaration: {error}") from None
-    names = [field.name for field in fields]
-    if any(not name.strip() for name in names):
-        raise ValueError("invalid outputs declaration: a field has an empty name")
-    duplicates = sorted({name for name in names if names.count(name) > 1})
-    if duplicates:
-        raise ValueError(f"invalid outputs declaration: duplicate field name(s) {', '.join(duplicates)}")
-    return fields
-
-
-def needs_structured_output(data: dict[str, Any]) -> bool:
-    """True when the node declares outputs, so its answer must be strict JSON."""
-    return bool(data.get("outputs"))
 
 
 def _example(field: Declaration) -> tuple[str, str]:
@@ -235,15 +205,6 @@ def build_reformat_prompt(raw_text: str, fields: list[Declaration], problems: li
     )
 
 
-def _retry_count(node_data: dict[str, Any], key: str, default: int) -> int:
-    value = node_data.get(key)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_RETRIES:
-        raise ValueError(f"{key} must be a whole number from 0 to {MAX_RETRIES}, got {value!r}")
-    return value
-
-
 RUNTIME_RETRIES = {"agent": 1, "llm": 2, "smartAction": 2}
 FORMAT_RETRIES = 2
 
@@ -255,15 +216,6 @@ def retry_policy(node_type: str, data: ModelData) -> RetryPolicy:
     return RetryPolicy(
         runtime_max_retries=RUNTIME_RETRIES.get(node_type, 0) if runtime is None else runtime,
         format_max_retries=FORMAT_RETRIES if formats is None else formats,
-    )
-
-
-def retry_policy_for(node_type: str, node_data: dict[str, Any]) -> RetryPolicy:
-    """Seed §4.6 defaults (agent re-runs once, llm/smartAction twice, 2 re-formats), overridable in node data."""
-    runtime_default = {"agent": 1, "llm": 2, "smartAction": 2}.get(node_type, 0)
-    return RetryPolicy(
-        runtime_max_retries=_retry_count(node_data, "runtimeMaxRetries", runtime_default),
-        format_max_retries=_retry_count(node_data, "formatMaxRetries", 2),
     )
 
 
