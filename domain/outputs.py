@@ -43,6 +43,28 @@ INSTRUCTION_TAIL = """**扩展字段**（可选）：
 - 输出必须能被 JSON 直接解析（首尾不能有非 JSON 字符）"""
 
 
+class OutputEnvelope(msgspec.Struct, frozen=True):
+    """A visit's or a run's output as the log records it: `{status, message, data}`."""
+
+    status: int
+    message: str
+    data: Any
+
+    @classmethod
+    def succeeded(cls, data: Any, message: str) -> OutputEnvelope:
+        """A success envelope `{status: 200, message, data}`."""
+        return cls(200, message, data)
+
+    @classmethod
+    def failed(cls, error: str) -> OutputEnvelope:
+        """A failure envelope `{status: 400, message: error, data: null}`."""
+        return cls(400, error, None)
+
+    def as_json(self) -> dict[str, Any]:
+        """The envelope as the events hold it: a JSON object, keys in field order (the same bytes as before)."""
+        return msgspec.structs.asdict(self)
+
+
 class ValidationResult(msgspec.Struct, frozen=True):
     """The outcome of checking an answer against declared outputs."""
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from domain.errors import GraphInvalid
 from domain.workflow.definition import WorkflowDefinition, predecessors, successors, valid_edges
 
@@ -67,24 +69,23 @@ def cycle_messages(defn: WorkflowDefinition) -> list[str]:
     return [f"cycle in DAG mode: {' -> '.join(cycle)}" for cycle in cycles(defn)]
 
 
-def reachable(defn: WorkflowDefinition, starts: list[str]) -> set[str]:
-    """Every node a path leads to from the start nodes (the starts included)."""
-    seen, queue = set(starts), list(starts)
+def _closure(starts: list[str], step: Callable[[str], list[str]]) -> set[str]:
+    """Every node a chain of one or more steps leads to from the starts."""
+    seen: set[str] = set()
+    queue = list(starts)
     while queue:
-        for nxt in successors(defn, queue.pop()):
+        for nxt in step(queue.pop()):
             if nxt not in seen:
                 seen.add(nxt)
                 queue.append(nxt)
     return seen
 
 
+def reachable(defn: WorkflowDefinition, starts: list[str]) -> set[str]:
+    """Every node a path leads to from the start nodes (the starts included)."""
+    return set(starts) | _closure(starts, lambda node_id: successors(defn, node_id))
+
+
 def ancestors(defn: WorkflowDefinition, node_id: str) -> set[str]:
     """Every node with a path to this one (its outputs may be in scope when it runs in DAG mode)."""
-    seen: set[str] = set()
-    queue = [node_id]
-    while queue:
-        for source in predecessors(defn, queue.pop()):
-            if source not in seen:
-                seen.add(source)
-                queue.append(source)
-    return seen
+    return _closure([node_id], lambda target: predecessors(defn, target))

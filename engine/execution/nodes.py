@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from domain.errors import MissingReference
-from domain.outputs import build_instruction, retry_policy
+from domain.outputs import OutputEnvelope, build_instruction, retry_policy
 from domain.templates import as_text, render_value
 from domain.workflow import Declaration, ModelData, OutputData, SmartActionData, UserInputData
 from engine.execution.agent_loop import Conversation, ToolBelt, opening_messages
@@ -24,17 +24,12 @@ from engine.workspace.directory import UnsafePath
 
 NODE_OK = "调用成功"
 
-Executor = Callable[[VisitContext], Awaitable[dict[str, Any]]]
+Executor = Callable[[VisitContext], Awaitable[OutputEnvelope]]
 
 
-def envelope(data: Any, message: str = NODE_OK) -> dict[str, Any]:
-    """A success envelope `{status: 200, message, data}`."""
-    return {"status": 200, "message": message, "data": data}
-
-
-def failure_envelope(error: str) -> dict[str, Any]:
-    """A failure envelope `{status: 400, message, data: null}`."""
-    return {"status": 400, "message": error, "data": None}
+def envelope(data: Any) -> OutputEnvelope:
+    """A node's success envelope `{status: 200, message: 调用成功, data}`."""
+    return OutputEnvelope.succeeded(data, NODE_OK)
 
 
 def render(value: Any, scope: dict[str, Any], where: str) -> Any:
@@ -50,7 +45,7 @@ def render_text(value: Any, scope: dict[str, Any], where: str) -> str:
     return as_text(render(value, scope, where))
 
 
-async def user_input(ctx: VisitContext) -> dict[str, Any]:
+async def user_input(ctx: VisitContext) -> OutputEnvelope:
     """The declared inputs from the run's variables (all variables when none are declared)."""
     variables = ctx.scope
     declared = ctx.data_as(UserInputData).inputs
@@ -97,17 +92,17 @@ async def _model_data(ctx: VisitContext, fields: list[Declaration], *, steps: bo
     return data
 
 
-async def llm(ctx: VisitContext) -> dict[str, Any]:
+async def llm(ctx: VisitContext) -> OutputEnvelope:
     """One model answer (tools only if the node lists them or context tools are offered)."""
     return envelope(await _model_data(ctx, ctx.data_as(ModelData).outputs, steps=False))
 
 
-async def agent(ctx: VisitContext) -> dict[str, Any]:
+async def agent(ctx: VisitContext) -> OutputEnvelope:
     """A multi-turn tool loop, each turn a `step` in the stream."""
     return envelope(await _model_data(ctx, ctx.data_as(ModelData).outputs, steps=True))
 
 
-async def smart_action(ctx: VisitContext) -> dict[str, Any]:
+async def smart_action(ctx: VisitContext) -> OutputEnvelope:
     """A model call whose answer chooses one of the node's actions (`data.action`, `data.reason`)."""
     node_data = ctx.data_as(SmartActionData)
     choices = node_data.choices
@@ -127,7 +122,7 @@ async def smart_action(ctx: VisitContext) -> dict[str, Any]:
     return envelope(data)
 
 
-async def output(ctx: VisitContext) -> dict[str, Any]:
+async def output(ctx: VisitContext) -> OutputEnvelope:
     """The run's result: each declared output's `value` template (default `{{name}}`); `files` are written."""
     node_data = ctx.data_as(OutputData)
     data = {item.name: render(item.template, ctx.scope, f"output {item.name!r}") for item in node_data.outputs}

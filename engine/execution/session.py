@@ -13,12 +13,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Any
 from uuid import UUID, uuid4
 
 from domain import run as decide
 from domain.errors import IllegalTransition
 from domain.events import RunEvent, VisitSkipped
+from domain.outputs import OutputEnvelope
 from domain.run import Run, RunStatus
 from domain.workflow import MODEL_NODE_TYPES, AnyNode, WorkflowDefinition, node_by_id
 from engine.clock import utcnow
@@ -31,7 +31,7 @@ from engine.execution.errors import (
 )
 from engine.execution.journal import Journal
 from engine.execution.models import VisitModels
-from engine.execution.nodes import EXECUTORS, failure_envelope
+from engine.execution.nodes import EXECUTORS
 from engine.execution.outcomes import (
     Cancelled,
     Completed,
@@ -162,7 +162,7 @@ class RunSession:
             ))
         elif isinstance(outcome, Completed):
             files = tuple(await asyncio.to_thread(self.tools.workspace.files, self.run_id))
-            output = {"status": 200, "message": RUN_OK, "data": outcome.data}
+            output = OutputEnvelope.succeeded(outcome.data, RUN_OK).as_json()
             await self.decide(*self._close_open("stopped: the run completed"),
                               partial(decide.complete_run, output=output, working_dir_files=files))
         elif isinstance(outcome, Failed):
@@ -178,7 +178,7 @@ class RunSession:
             node_id = self.progress.visits[visit_uuid].node_id
             close = decide.abandon_paused_visit if paused else decide.fail_visit
             decisions.append(partial(close, visit_uuid=visit_uuid, node_id=node_id, error=error,
-                                     output=failure_envelope(error)))
+                                     output=OutputEnvelope.failed(error).as_json()))
             if not paused:
                 decisions.append(partial(decide.record_visit, visit_uuid=visit_uuid, node_id=node_id))
         return decisions
@@ -221,7 +221,7 @@ class RunSession:
                 await context.close(self.run_id, visit.visit_uuid, ctx.toolbox)
         if isinstance(outcome, Done):
             await self.decide(
-                partial(decide.complete_visit, visit_uuid=visit.visit_uuid, node_id=node.id, output=outcome.envelope),
+                partial(decide.complete_visit, visit_uuid=visit.visit_uuid, node_id=node.id, output=outcome.envelope.as_json()),
                 partial(decide.record_visit, visit_uuid=visit.visit_uuid, node_id=node.id),
             )
         return outcome
@@ -259,7 +259,7 @@ class RunSession:
             settings=self.settings, cancel_event=self.cancel_event, inputs=self.progress, models=models, scope=scope,
         )
 
-    async def _timed(self, ctx: VisitContext) -> dict[str, Any]:
+    async def _timed(self, ctx: VisitContext) -> OutputEnvelope:
         seconds = ctx.node.data.timeout_seconds or self.settings.node_timeout_seconds
         try:
             async with asyncio.timeout(seconds):
@@ -272,7 +272,7 @@ class RunSession:
         await ctx.status(f"error: {error}")
         await self.decide(
             partial(decide.fail_visit, visit_uuid=visit.visit_uuid, node_id=node_id, error=error,
-                    output=failure_envelope(error)),
+                    output=OutputEnvelope.failed(error).as_json()),
             partial(decide.record_visit, visit_uuid=visit.visit_uuid, node_id=node_id),
         )
         return Failed(error)

@@ -7,6 +7,7 @@ import pytest
 
 from domain.errors import AnswerNotJson
 from domain.outputs import (
+    OutputEnvelope,
     RetryPolicy,
     build_reformat_prompt,
     describe_failure,
@@ -289,3 +290,13 @@ async def test_reruns_stop_at_the_runtime_limit_and_the_error_says_why():
     assert not result.ok and len(rerun.calls) == 2
     assert result.error.startswith("node answer: output invalid: missing required field(s): summary; wrong type: score")
     assert "after 2 re-run(s)" in result.error
+
+
+# The output envelope (HOUSE.md §8): one Struct, the same JSON the hand-built dicts had.
+
+def test_an_output_envelope_encodes_to_the_same_bytes_as_the_dict_it_replaces():
+    data = {"text": "好", "n": [1, 2.5, None]}
+    assert msgspec.json.encode(OutputEnvelope.succeeded(data, "调用成功").as_json()) == msgspec.json.encode(
+        {"status": 200, "message": "调用成功", "data": data})
+    assert OutputEnvelope.failed("boom").as_json() == {"status": 400, "message": "boom", "data": None}
+    assert list(OutputEnvelope.failed("boom").as_json()) == ["status", "message", "data"]
