@@ -11,7 +11,7 @@ from typing import Any
 from litestar import get
 
 from api.paths import WORKFLOW_SCHEMA
-from domain.authoring import workflow_json_schema
+from domain.workflow import workflow_json_schema
 
 SCHEMA_MEDIA_TYPE = "application/schema+json"
 SCHEMA = workflow_json_schema()
@@ -22,7 +22,7 @@ SCHEMA = workflow_json_schema()
     operation_id="getWorkflowSchema",
     summary="The JSON Schema of workflow definitions",
     description=(
-        "Generated from the authoring types (`domain/authoring.py`); the same document is kept in "
+        "Generated from the workflow model (`domain/workflow/`); the same document is kept in "
         "`docs/workflow.schema.json`. Unknown keys are refused (`additionalProperties: false`). "
         "No API key is needed: the schema describes the format, not the catalogue."
     ),

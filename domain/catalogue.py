@@ -14,8 +14,13 @@ import msgspec
 
 from domain.canonical import canonical_digest
 from domain.errors import GraphInvalid, IllegalTransition
-from domain.validation import definition_form, definition_problems
-from domain.workflow import WorkflowDefinition, workflow_from_dict
+from domain.workflow import (
+    WorkflowDefinition,
+    definition_form,
+    definition_problems,
+    recorded_definition,
+    workflow_from_dict,
+)
 
 JSON = dict[str, Any]
 
@@ -65,7 +70,7 @@ class WorkflowEntry(msgspec.Struct, frozen=True):
     digest: str
     published_at: datetime
     form: str = ""
-    """The digest of the definition's canonical form (domain.validation.definition_form); "" for a
+    """The digest of the definition's canonical form (domain.workflow.definition_form); "" for a
     version recorded before the authoring rules that does not follow them."""
 
 
@@ -104,21 +109,6 @@ def publish_workflow(
     )
 
 
-def recorded_workflow(definition: JSON) -> WorkflowDefinition:
-    """A published version's definition as recorded.
-
-    Versions published before planner settings were checked (decision 12) may hold settings
-    that do not decode; such a version folds with the default settings rather than stopping
-    the catalogue from loading.
-    """
-    try:
-        return workflow_from_dict(definition)
-    except GraphInvalid:
-        if "planner" not in definition:
-            raise
-        return workflow_from_dict({key: value for key, value in definition.items() if key != "planner"})
-
-
 def evolve_entry(entry: WorkflowEntry | None, event: AnyCatalogueEvent) -> WorkflowEntry:
     """Apply one catalogue event to the entry (the only place it changes)."""
     expected = 1 if entry is None else entry.version + 1
@@ -131,7 +121,7 @@ def evolve_entry(entry: WorkflowEntry | None, event: AnyCatalogueEvent) -> Workf
         workflow_id=event.workflow_id,
         name=event.name,
         version=event.version,
-        definition=recorded_workflow(event.definition),
+        definition=recorded_definition(event.definition),
         digest=event.digest,
         published_at=event.timestamp,
         form=definition_form(event.definition),

@@ -9,14 +9,14 @@ import json
 import math
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
 from domain.errors import AnswerNotJson
+from domain.workflow.declarations import PATH_TYPES, Declaration, OutputType, of_type
+from domain.workflow.nodes import ModelData
 
-OutputType = Literal["string", "number", "boolean", "array", "object", "filePath", "directoryPath", "file"]
-PATH_TYPES = ("filePath", "directoryPath", "file")
 EXAMPLES = {
     "string": '"XXX"',
     "number": "0",
@@ -27,7 +27,6 @@ EXAMPLES = {
 COMMENT_COLUMN = 43
 NUMBER_RE = re.compile(r"^-?\d+(\.\d+)?([eE][+-]?\d+)?$")
 FENCE_RE = re.compile(r"```[A-Za-z]*[ \t]*\n?(.*?)```", re.DOTALL)
-MAX_RETRIES = 10
 
 INSTRUCTION_HEAD = (
     "---\n\n**必须按如下 JSON 格式输出最终结果**（仅输出 JSON 本身，不要任何 Markdown 包裹、解释或额外文字）：\n\n"
@@ -44,13 +43,26 @@ INSTRUCTION_TAIL = """**扩展字段**（可选）：
 - 输出必须能被 JSON 直接解析（首尾不能有非 JSON 字符）"""
 
 
-class OutputField(msgspec.Struct, frozen=True):
-    """One declared output of a node."""
+class OutputEnvelope(msgspec.Struct, frozen=True):
+    """A visit's or a run's output as the log records it: `{status, message, data}`."""
 
-    name: str
-    type: OutputType = "string"
-    required: bool = False
-    description: str = ""
+    status: int
+    message: str
+    data: Any
+
+    @classmethod
+    def succeeded(cls, data: Any, message: str) -> OutputEnvelope:
+        """A success envelope `{status: 200, message, data}`."""
+        return cls(200, message, data)
+
+    @classmethod
+    def failed(cls, error: str) -> OutputEnvelope:
+        """A failure envelope `{status: 400, message: error, data: null}`."""
+        return cls(400, error, None)
+
+    def as_json(self) -> dict[str, Any]:
+        """The envelope as the events hold it: a JSON object, keys in field order (the same bytes as before)."""
+        return msgspec.structs.asdict(self)
 
 
 class ValidationResult(msgspec.Struct, frozen=True):
@@ -78,33 +90,13 @@ class RetryPolicy(msgspec.Struct, frozen=True):
     format_max_retries: int
 
 
-def parse_output_declarations(data: dict[str, Any]) -> list[OutputField]:
-    """The declared outputs in node data `outputs`; ValueError names what is malformed."""
-    try:
-        fields = msgspec.convert(data.get("outputs") or [], list[OutputField], strict=False)
-    except msgspec.ValidationError as error:
-        raise ValueError(f"invalid outputs declaration: {error}") from None
-    names = [field.name for field in fields]
-    if any(not name.strip() for name in names):
-        raise ValueError("invalid outputs declaration: a field has an empty name")
-    duplicates = sorted({name for name in names if names.count(name) > 1})
-    if duplicates:
-        raise ValueError(f"invalid outputs declaration: duplicate field name(s) {', '.join(duplicates)}")
-    return fields
-
-
-def needs_structured_output(data: dict[str, Any]) -> bool:
-    """True when the node declares outputs, so its answer must be strict JSON."""
-    return bool(data.get("outputs"))
-
-
-def _example(field: OutputField) -> tuple[str, str]:
+def _example(field: Declaration) -> tuple[str, str]:
     if field.type in PATH_TYPES:
         return '"path/to/file"', f"{field.type} 类型（视为 string）"
     return EXAMPLES[field.type], f"{field.type} 类型"
 
 
-def build_instruction(fields: list[OutputField]) -> str:
+def build_instruction(fields: list[Declaration]) -> str:
     """The seed §5 output instruction (from `---` to the 约束 list); "" when nothing is declared."""
     if not fields:
         return ""
@@ -126,28 +118,22 @@ def build_instruction(fields: list[OutputField]) -> str:
 _MISMATCH = object()
 
 
-def _convert(value: Any, type_: str) -> Any:
+def _convert(value: Any, type_: OutputType) -> Any:
     """The value converted to a declared type, or `_MISMATCH` when it cannot be."""
+    if of_type(value, type_):
+        return value
     if type_ == "number":
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return value
         if isinstance(value, str) and NUMBER_RE.match(value.strip()):
             text = value.strip()
             number = float(text) if any(c in text for c in ".eE") else int(text)
             return number if math.isfinite(number) else _MISMATCH
         return _MISMATCH
     if type_ == "boolean":
-        if isinstance(value, bool):
-            return value
         if isinstance(value, str) and value.strip().lower() in ("true", "false"):
             return value.strip().lower() == "true"
         return _MISMATCH
-    if type_ == "array":
-        return value if isinstance(value, list) else _MISMATCH
-    if type_ == "object":
-        return value if isinstance(value, dict) else _MISMATCH
-    if isinstance(value, str):
-        return value
+    if type_ in ("array", "object"):
+        return _MISMATCH
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
@@ -155,7 +141,7 @@ def _convert(value: Any, type_: str) -> Any:
     return _MISMATCH
 
 
-def validate_output(parsed: dict[str, Any], fields: list[OutputField]) -> ValidationResult:
+def validate_output(parsed: dict[str, Any], fields: list[Declaration]) -> ValidationResult:
     """Seed §6: required fields present, present declared fields of their type, extras untouched."""
     missing: list[str] = []
     mismatches: list[tuple[str, str]] = []
@@ -228,7 +214,7 @@ def parse_json_answer(text: str) -> dict[str, Any]:
     raise AnswerNotJson(f"answer is not JSON: no JSON object found in {_snippet(stripped)!r}")
 
 
-def build_reformat_prompt(raw_text: str, fields: list[OutputField], problems: list[str]) -> str:
+def build_reformat_prompt(raw_text: str, fields: list[Declaration], problems: list[str]) -> str:
     """The prompt for the inner re-format call: the raw answer, what was wrong, JSON only, no tools."""
     listed = "\n".join(f"- {problem}" for problem in problems) or "- 输出不符合声明的 JSON 格式"
     return (
@@ -241,25 +227,21 @@ def build_reformat_prompt(raw_text: str, fields: list[OutputField], problems: li
     )
 
 
-def _retry_count(node_data: dict[str, Any], key: str, default: int) -> int:
-    value = node_data.get(key)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_RETRIES:
-        raise ValueError(f"{key} must be a whole number from 0 to {MAX_RETRIES}, got {value!r}")
-    return value
+RUNTIME_RETRIES = {"agent": 1, "llm": 2, "smartAction": 2}
+FORMAT_RETRIES = 2
 
 
-def retry_policy_for(node_type: str, node_data: dict[str, Any]) -> RetryPolicy:
+def retry_policy(node_type: str, data: ModelData) -> RetryPolicy:
     """Seed §4.6 defaults (agent re-runs once, llm/smartAction twice, 2 re-formats), overridable in node data."""
-    runtime_default = {"agent": 1, "llm": 2, "smartAction": 2}.get(node_type, 0)
+    runtime = data.runtime_max_retries
+    formats = data.format_max_retries
     return RetryPolicy(
-        runtime_max_retries=_retry_count(node_data, "runtimeMaxRetries", runtime_default),
-        format_max_retries=_retry_count(node_data, "formatMaxRetries", 2),
+        runtime_max_retries=RUNTIME_RETRIES.get(node_type, 0) if runtime is None else runtime,
+        format_max_retries=FORMAT_RETRIES if formats is None else formats,
     )
 
 
-def _check(text: str, fields: list[OutputField]) -> tuple[ValidationResult | None, str, str]:
+def _check(text: str, fields: list[Declaration]) -> tuple[ValidationResult | None, str, str]:
     """(result when valid else None, the problem in brief, the problem in detail)."""
     try:
         parsed = parse_json_answer(text)
@@ -285,7 +267,7 @@ def _said(judged: Judged) -> str:
 
 
 async def _reformat_rounds(
-    text: str, fields: list[OutputField], limit: int, reformat: Callable[[str], Awaitable[str]],
+    text: str, fields: list[Declaration], limit: int, reformat: Callable[[str], Awaitable[str]],
     own: Judged, record: Note,
 ) -> tuple[ValidationResult | None, list[Judged]]:
     """The inner retry on one node answer: the valid result, or None and the last re-format's problem."""
@@ -303,7 +285,7 @@ async def _reformat_rounds(
 
 async def extract_with_retry(
     raw_text: str,
-    fields: list[OutputField],
+    fields: list[Declaration],
     policy: RetryPolicy,
     reformat: Callable[[str], Awaitable[str]] | None = None,
     rerun: Callable[[str], Awaitable[str]] | None = None,

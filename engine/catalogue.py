@@ -11,7 +11,7 @@ from typing import Any
 
 from domain.catalogue import WorkflowEntry, WorkflowPublished, evolve_entry, publish_workflow
 from domain.errors import FlowtrailError, GraphInvalid
-from domain.validation import definition_problems, duplicate_names
+from domain.workflow import definition_problems, duplicate_names
 from engine.clock import utcnow
 from engine.store import AsyncEventStore, ConcurrentAppend
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from domain.authoring import workflow_schema_text
+from domain.workflow import workflow_schema_text
 from engine.catalogue import check_files
 from engine.llm import SCRIPTED_ID
 from scripts.connect import server_settings

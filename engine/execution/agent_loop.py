@@ -129,7 +129,7 @@ class Conversation:
         if self.steps:
             await ctx.stream("step", to_json({"iteration": ctx.turn, "prev_tools": self._prev_tools}))
         request = CompletionRequest(messages=list(self.messages), tools=self.belt.specs(), purpose="node")
-        answer = await ctx.calls.complete(ctx.models.model_id(), ctx.models.node(), request, on_chunk=self._take)
+        answer = await ctx.calls.complete(ctx.models.node_model_id(), ctx.models.node(), request, on_chunk=self._take)
         return answer.text, answer.tool_calls
 
     async def _take(self, chunk: Any) -> None:

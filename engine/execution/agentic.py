@@ -16,7 +16,7 @@ from domain.errors import AnswerNotJson
 from domain.events import PlannerDecided
 from domain.outputs import parse_json_answer
 from domain.vocabulary import VISIT_FAILED, VISIT_SKIPPED, VISIT_SUCCESS
-from domain.workflow import NodeDefinition, WorkflowDefinition, node_by_id, start_nodes
+from domain.workflow import AnyNode, WorkflowDefinition, node_by_id, start_nodes
 from engine.execution.calls import ModelCalls
 from engine.execution.errors import CancelHalt, RunFailure, describe_llm_error
 from engine.execution.models import scripted_planner
@@ -104,8 +104,8 @@ def _preview(value: Any) -> str:
     return text if len(text) <= OUTPUT_PREVIEW_CHARS else text[:OUTPUT_PREVIEW_CHARS] + "..."
 
 
-def _describe(node: NodeDefinition) -> str:
-    about = str(node.data.get("description") or node.data.get("prompt") or "")[:200]
+def _describe(node: AnyNode) -> str:
+    about = node.data.about[:200]
     label = f" {node.label!r}" if node.label else ""
     return f"- {node.id} ({node.type}){label}" + (f": {about}" if about else "")
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from domain.errors import MissingReference
 from domain.templates import render_value
+from domain.workflow import ModelData, NodeData
 from engine.execution.errors import RunFailure, VisitFailure
 from engine.llm import (
     SCRIPTED_ID,
@@ -34,35 +35,31 @@ def scripted_from(script: Any, *, skip_turns: int, seed: str, pace_seconds: floa
     return ScriptedProvider(rest, pace_seconds=pace_seconds, seed=f"{seed}:after{skip_turns}")
 
 
-def visit_script(data: dict[str, Any], iter_seq: int) -> Any:
-    """The script of one visit: `scripts[iterSeq-1]` (the last repeats) when given, else `script`."""
-    scripts = data.get("scripts")
-    if isinstance(scripts, list) and scripts:
-        return scripts[min(iter_seq, len(scripts)) - 1]
-    return data.get("script")
-
-
 class VisitModels:
     """The providers one visit talks to; the scripted one is built once, from the node's script.
 
     Strings in a script are templates too (`{{topic}}`), rendered against the visit's inputs.
+    A node that talks to no model has no model settings: the defaults stand in.
     """
 
-    def __init__(self, registry: ModelRegistry, data: dict[str, Any], *, iter_seq: int, seed: str,
+    def __init__(self, registry: ModelRegistry, data: NodeData, *, iter_seq: int, seed: str,
                  pace_seconds: float, skip_turns: int = 0, scope: dict[str, Any] | None = None) -> None:
         self.registry = registry
         self.scope = scope or {}
-        self.data = data
+        self.data = data if isinstance(data, ModelData) else ModelData()
         self.iter_seq = iter_seq
         self.seed = seed
         self.pace_seconds = pace_seconds
         self.skip_turns = skip_turns
         self._scripted: ScriptedProvider | None = None
 
-    def model_id(self, key: str = "model_id") -> str:
-        """The model a node names under `key`, else the default model."""
-        named = self.data.get(key)
-        return named if isinstance(named, str) and named else self.registry.default_model_id
+    def node_model_id(self) -> str:
+        """The model the node names (`model_id`), else the default model."""
+        return self.data.model_id or self.registry.default_model_id
+
+    def reformat_model_id(self) -> str:
+        """The model that re-formats the node's answers (`reformat_model_id`), else the default model."""
+        return self.data.reformat_model_id or self.registry.default_model_id
 
     def provider(self, model_id: str) -> LlmProvider:
         """The provider for a model id (UnknownModel when none is configured under it)."""
@@ -70,7 +67,7 @@ class VisitModels:
             return self.registry.provider_for(model_id)
         if self._scripted is None:
             try:
-                script = render_value(visit_script(self.data, self.iter_seq), self.scope)
+                script = render_value(self.data.visit_script(self.iter_seq), self.scope)
                 self._scripted = scripted_from(
                     script, skip_turns=self.skip_turns, seed=self.seed, pace_seconds=self.pace_seconds,
                 )
@@ -82,12 +79,12 @@ class VisitModels:
 
     def node(self) -> LlmProvider:
         """The node's own model (its calls counted)."""
-        model_id = self.model_id("model_id")
+        model_id = self.node_model_id()
         return metered(self.provider(model_id), model_id)
 
     def reformat(self) -> LlmProvider:
         """The model that re-formats answers: `reformat_model_id`, else the default model (its calls counted)."""
-        model_id = self.model_id("reformat_model_id")
+        model_id = self.reformat_model_id()
         return metered(self.provider(model_id), model_id)
 
 

@@ -11,37 +11,25 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import msgspec
-
 from domain.errors import MissingReference
-from domain.outputs import (
-    OutputField,
-    build_instruction,
-    parse_output_declarations,
-    retry_policy_for,
-)
+from domain.outputs import OutputEnvelope, build_instruction, retry_policy
 from domain.templates import as_text, render_value
-from domain.workflow import WorkflowInput
+from domain.workflow import Declaration, ModelData, OutputData, SmartActionData, UserInputData
 from engine.execution.agent_loop import Conversation, ToolBelt, opening_messages
 from engine.execution.errors import VisitFailure
-from engine.execution.remote import is_remote, remote_conversation
+from engine.execution.remote import remote_conversation
 from engine.execution.structured import structured_data
 from engine.execution.visit import VisitContext
 from engine.workspace.directory import UnsafePath
 
 NODE_OK = "调用成功"
 
-Executor = Callable[[VisitContext], Awaitable[dict[str, Any]]]
+Executor = Callable[[VisitContext], Awaitable[OutputEnvelope]]
 
 
-def envelope(data: Any, message: str = NODE_OK) -> dict[str, Any]:
-    """A success envelope `{status: 200, message, data}`."""
-    return {"status": 200, "message": message, "data": data}
-
-
-def failure_envelope(error: str) -> dict[str, Any]:
-    """A failure envelope `{status: 400, message, data: null}`."""
-    return {"status": 400, "message": error, "data": None}
+def envelope(data: Any) -> OutputEnvelope:
+    """A node's success envelope `{status: 200, message: 调用成功, data}`."""
+    return OutputEnvelope.succeeded(data, NODE_OK)
 
 
 def render(value: Any, scope: dict[str, Any], where: str) -> Any:
@@ -57,13 +45,10 @@ def render_text(value: Any, scope: dict[str, Any], where: str) -> str:
     return as_text(render(value, scope, where))
 
 
-async def user_input(ctx: VisitContext) -> dict[str, Any]:
+async def user_input(ctx: VisitContext) -> OutputEnvelope:
     """The declared inputs from the run's variables (all variables when none are declared)."""
     variables = ctx.scope
-    try:
-        declared = msgspec.convert(ctx.data.get("inputs") or [], list[WorkflowInput], strict=False)
-    except msgspec.ValidationError as error:
-        raise VisitFailure(f"invalid inputs declaration: {error}") from None
+    declared = ctx.data_as(UserInputData).inputs
     if not declared:
         return envelope({key: value for key, value in variables.items() if key in ctx.inputs.variables})
     missing = [item.name for item in declared if item.required and variables.get(item.name) in (None, "")]
@@ -75,43 +60,30 @@ async def user_input(ctx: VisitContext) -> dict[str, Any]:
     return envelope(data)
 
 
-def _declared(ctx: VisitContext) -> list[OutputField]:
-    try:
-        return parse_output_declarations(ctx.data)
-    except ValueError as error:
-        raise VisitFailure(str(error)) from None
-
-
-def _turn_limit(ctx: VisitContext) -> int:
+def _turn_limit(ctx: VisitContext, data: ModelData) -> int:
     cap = ctx.settings.max_agent_iterations
-    asked = ctx.data.get("maxIterations")
-    return min(asked, cap) if isinstance(asked, int) and not isinstance(asked, bool) and asked > 0 else cap
+    return min(data.max_iterations or cap, cap)
 
 
 def _conversation(ctx: VisitContext, prompt: str, system: str | None, *, steps: bool) -> Conversation:
-    tools = ctx.data.get("tools") or []
-    if not isinstance(tools, list) or not all(isinstance(name, str) for name in tools):
-        raise VisitFailure("data.tools must be a list of tool names")
-    belt = ToolBelt(ctx, tools, toolbox=ctx.toolbox, ask_user=bool(ctx.data.get("askUser")))
-    return Conversation(ctx, opening_messages(prompt, system, ctx.answers), belt, max_turns=_turn_limit(ctx), steps=steps)
+    data = ctx.data_as(ModelData)
+    belt = ToolBelt(ctx, data.tools, toolbox=ctx.toolbox, ask_user=data.ask_user)
+    return Conversation(ctx, opening_messages(prompt, system, ctx.answers), belt, max_turns=_turn_limit(ctx, data), steps=steps)
 
 
-async def _model_data(ctx: VisitContext, fields: list[OutputField], *, steps: bool, extra: str = "") -> dict[str, Any]:
+async def _model_data(ctx: VisitContext, fields: list[Declaration], *, steps: bool, extra: str = "") -> dict[str, Any]:
     """Run the node's conversation; the answer as validated data (declared outputs) or `{"text": ...}`."""
-    prompt = render_text(ctx.data.get("prompt", ""), ctx.scope, "prompt")
-    system = ctx.data.get("systemPrompt")
+    node_data = ctx.data_as(ModelData)
+    prompt = render_text(node_data.prompt, ctx.scope, "prompt")
+    system = node_data.system_prompt
     system_text = render_text(system, ctx.scope, "systemPrompt") if system else None
     instruction = build_instruction(fields)
     full_prompt = "\n\n".join(part for part in (prompt, extra, instruction) if part)
-    remote = is_remote(ctx.data)
-    conversation = remote_conversation(ctx, full_prompt, system_text) if remote else _conversation(
+    conversation = remote_conversation(ctx, full_prompt, system_text) if node_data.remote else _conversation(
         ctx, full_prompt, system_text, steps=steps)
     text = await conversation.answer()
     if fields:
-        try:
-            policy = retry_policy_for("agent" if remote else ctx.node.type, ctx.data)
-        except ValueError as error:
-            raise VisitFailure(str(error)) from None
+        policy = retry_policy("agent" if node_data.remote else ctx.node.type, node_data)
         data = await structured_data(ctx, text, fields, policy, conversation.retry)
     else:
         data = {"text": text}
@@ -120,41 +92,29 @@ async def _model_data(ctx: VisitContext, fields: list[OutputField], *, steps: bo
     return data
 
 
-async def llm(ctx: VisitContext) -> dict[str, Any]:
+async def llm(ctx: VisitContext) -> OutputEnvelope:
     """One model answer (tools only if the node lists them or context tools are offered)."""
-    return envelope(await _model_data(ctx, _declared(ctx), steps=False))
+    return envelope(await _model_data(ctx, ctx.data_as(ModelData).outputs, steps=False))
 
 
-async def agent(ctx: VisitContext) -> dict[str, Any]:
+async def agent(ctx: VisitContext) -> OutputEnvelope:
     """A multi-turn tool loop, each turn a `step` in the stream."""
-    return envelope(await _model_data(ctx, _declared(ctx), steps=True))
+    return envelope(await _model_data(ctx, ctx.data_as(ModelData).outputs, steps=True))
 
 
-def _actions(data: dict[str, Any]) -> list[tuple[str, str]]:
-    raw = data.get("actions")
-    if not isinstance(raw, list) or not raw:
-        raise VisitFailure("a smartAction node needs data.actions: a non-empty list of action ids or {id, description}")
-    actions = []
-    for item in raw:
-        if isinstance(item, str):
-            actions.append((item, ""))
-        elif isinstance(item, dict) and isinstance(item.get("id"), str):
-            actions.append((item["id"], str(item.get("description", ""))))
-        else:
-            raise VisitFailure(f"invalid action {item!r}: use an id string or {{id, description}}")
-    return actions
-
-
-async def smart_action(ctx: VisitContext) -> dict[str, Any]:
+async def smart_action(ctx: VisitContext) -> OutputEnvelope:
     """A model call whose answer chooses one of the node's actions (`data.action`, `data.reason`)."""
-    actions = _actions(ctx.data)
-    ids = [action_id for action_id, _ in actions]
-    listed = "\n".join(f"- {action_id}" + (f": {text}" if text else "") for action_id, text in actions)
+    node_data = ctx.data_as(SmartActionData)
+    choices = node_data.choices
+    if not choices:
+        raise VisitFailure("a smartAction node needs data.actions: a non-empty list of action ids or {id, description}")
+    ids = [choice.id for choice in choices]
+    listed = "\n".join(f"- {choice.id}" + (f": {choice.description}" if choice.description else "") for choice in choices)
     extra = f"Choose exactly one action and put its id in the `action` field:\n{listed}"
     fields = [
-        OutputField("action", "string", True, f"one of: {', '.join(ids)}"),
-        OutputField("reason", "string", False, "why this action"),
-        *[field for field in _declared(ctx) if field.name not in ("action", "reason")],
+        Declaration("action", "string", True, f"one of: {', '.join(ids)}"),
+        Declaration("reason", "string", False, "why this action"),
+        *[field for field in node_data.outputs if field.name not in ("action", "reason")],
     ]
     data = await _model_data(ctx, fields, steps=False, extra=extra)
     if data.get("action") not in ids:
@@ -162,17 +122,13 @@ async def smart_action(ctx: VisitContext) -> dict[str, Any]:
     return envelope(data)
 
 
-async def output(ctx: VisitContext) -> dict[str, Any]:
+async def output(ctx: VisitContext) -> OutputEnvelope:
     """The run's result: each declared output's `value` template (default `{{name}}`); `files` are written."""
-    data: dict[str, Any] = {}
-    for index, item in enumerate(ctx.data.get("outputs") or []):
-        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
-            raise VisitFailure(f"outputs[{index}] needs a name")
-        name = item["name"]
-        data[name] = render(item.get("value", "{{" + name + "}}"), ctx.scope, f"output {name!r}")
-    for index, item in enumerate(ctx.data.get("files") or []):
-        path = render_text(item.get("path", ""), ctx.scope, f"files[{index}].path")
-        content = render_text(item.get("content", ""), ctx.scope, f"files[{index}].content")
+    node_data = ctx.data_as(OutputData)
+    data = {item.name: render(item.template, ctx.scope, f"output {item.name!r}") for item in node_data.outputs}
+    for index, item in enumerate(node_data.files):
+        path = render_text(item.path, ctx.scope, f"files[{index}].path")
+        content = render_text(item.content, ctx.scope, f"files[{index}].content")
         try:
             written = await asyncio.to_thread(ctx.workspace.write, ctx.run_id, path, content.encode("utf-8"))
         except UnsafePath as error:
@@ -188,5 +144,3 @@ EXECUTORS: dict[str, Executor] = {
     "smartAction": smart_action,
     "output": output,
 }
-
-MODEL_NODE_TYPES = frozenset({"llm", "agent", "smartAction"})

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from domain.outputs import OutputEnvelope
 from engine.execution.errors import PauseForAnswer
 from engine.execution.progress import VisitProgress
 
@@ -23,7 +24,7 @@ class Skip:
 class Done:
     """A visit completed with this envelope."""
 
-    envelope: dict[str, Any]
+    envelope: OutputEnvelope
 
 
 @dataclass(frozen=True)

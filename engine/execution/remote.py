@@ -6,26 +6,14 @@ tools, no `ask_user`); its prompt templates reference predecessor outputs instea
 
 from __future__ import annotations
 
-from typing import Any
-
+from domain.workflow import REMOTE_BACKEND, ModelData
 from engine.execution.errors import VisitFailure
 from engine.execution.visit import VisitContext
 from engine.hermes.agent import HermesFailure, RemoteAgent, session_id_for
 from engine.hermes.client import gateway_key
 from engine.hermes.probe import probe, select_gateway
 
-REMOTE_BACKEND = "hermes_remote"
 REMOTE_NODE_TYPES = frozenset({"agent", "smartAction"})
-
-
-def is_remote(data: dict[str, Any]) -> bool:
-    """True when the node runs on a Hermes gateway; an unknown backend fails the visit."""
-    backend = data.get("backend")
-    if backend in (None, "", "local"):
-        return False
-    if backend != REMOTE_BACKEND:
-        raise VisitFailure(f"unknown backend {backend!r} (known: local, {REMOTE_BACKEND})")
-    return True
 
 
 class RemoteConversation:
@@ -58,13 +46,13 @@ class RemoteConversation:
 
 def remote_conversation(ctx: VisitContext, prompt: str, system: str | None) -> RemoteConversation:
     """The conversation of a remote visit, on the gateway the node names (the only one when it names none)."""
+    data = ctx.data_as(ModelData)
     if ctx.node.type not in REMOTE_NODE_TYPES:
         raise VisitFailure(f"backend {REMOTE_BACKEND!r} runs agent and smartAction nodes, not {ctx.node.type}")
-    if ctx.data.get("tools") or ctx.data.get("askUser"):
+    if data.tools or data.ask_user:
         raise VisitFailure("a hermes_remote node offers no flowtrail tools (the gateway runs its own): drop data.tools/askUser")
-    gateways = ctx.settings.hermes_gateways
-    wanted = ctx.data.get("gateway")
-    gateway = select_gateway(gateways, wanted if isinstance(wanted, str) else None)
+    wanted = data.gateway
+    gateway = select_gateway(ctx.settings.hermes_gateways, wanted)
     if gateway is None:
         named = f"gateway {wanted!r}" if wanted else "a gateway (name one in data.gateway)"
         raise VisitFailure(f"hermes not_configured: {named} is not in FLOWTRAIL_HERMES_GATEWAYS")

@@ -13,14 +13,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Any
 from uuid import UUID, uuid4
 
 from domain import run as decide
 from domain.errors import IllegalTransition
 from domain.events import RunEvent, VisitSkipped
+from domain.outputs import OutputEnvelope
 from domain.run import Run, RunStatus
-from domain.workflow import NodeDefinition, WorkflowDefinition, node_by_id
+from domain.workflow import MODEL_NODE_TYPES, AnyNode, WorkflowDefinition, node_by_id
 from engine.clock import utcnow
 from engine.execution.errors import (
     CancelHalt,
@@ -31,7 +31,7 @@ from engine.execution.errors import (
 )
 from engine.execution.journal import Journal
 from engine.execution.models import VisitModels
-from engine.execution.nodes import EXECUTORS, MODEL_NODE_TYPES, failure_envelope
+from engine.execution.nodes import EXECUTORS
 from engine.execution.outcomes import (
     Cancelled,
     Completed,
@@ -96,7 +96,7 @@ class RunSession:
         if self.cancel_requested:
             raise CancelHalt()
 
-    def node(self, node_id: str) -> NodeDefinition:
+    def node(self, node_id: str) -> AnyNode:
         """The workflow's node with this id (RunFailure when the definition has none)."""
         assert self.defn is not None
         node = node_by_id(self.defn, node_id)
@@ -162,7 +162,7 @@ class RunSession:
             ))
         elif isinstance(outcome, Completed):
             files = tuple(await asyncio.to_thread(self.tools.workspace.files, self.run_id))
-            output = {"status": 200, "message": RUN_OK, "data": outcome.data}
+            output = OutputEnvelope.succeeded(outcome.data, RUN_OK).as_json()
             await self.decide(*self._close_open("stopped: the run completed"),
                               partial(decide.complete_run, output=output, working_dir_files=files))
         elif isinstance(outcome, Failed):
@@ -178,14 +178,14 @@ class RunSession:
             node_id = self.progress.visits[visit_uuid].node_id
             close = decide.abandon_paused_visit if paused else decide.fail_visit
             decisions.append(partial(close, visit_uuid=visit_uuid, node_id=node_id, error=error,
-                                     output=failure_envelope(error)))
+                                     output=OutputEnvelope.failed(error).as_json()))
             if not paused:
                 decisions.append(partial(decide.record_visit, visit_uuid=visit_uuid, node_id=node_id))
         return decisions
 
     # ---- visits --------------------------------------------------------------------
 
-    async def start_visit(self, node: NodeDefinition, *, iter_seq: int, came_from: VisitProgress | None = None,
+    async def start_visit(self, node: AnyNode, *, iter_seq: int, came_from: VisitProgress | None = None,
                           predecessors: tuple[str, ...] = ()) -> VisitProgress:
         """Open a visit of a node (a safe point: a pending cancel stops the run instead)."""
         self.check_cancel()
@@ -208,7 +208,7 @@ class RunSession:
             decisions.append(partial(decide.record_visit, visit_uuid=visit_uuid, node_id=node.id))
         await self.decide(*decisions)
 
-    async def run_visit(self, node: NodeDefinition, visit: VisitProgress, *, resumed: bool = False) -> VisitOutcome:
+    async def run_visit(self, node: AnyNode, visit: VisitProgress, *, resumed: bool = False) -> VisitOutcome:
         """Execute an open visit to its end: completed, failed, or paused on a question."""
         ctx = self._context(node, visit)
         context = self.tools.context if node.type in MODEL_NODE_TYPES else None
@@ -221,7 +221,7 @@ class RunSession:
                 await context.close(self.run_id, visit.visit_uuid, ctx.toolbox)
         if isinstance(outcome, Done):
             await self.decide(
-                partial(decide.complete_visit, visit_uuid=visit.visit_uuid, node_id=node.id, output=outcome.envelope),
+                partial(decide.complete_visit, visit_uuid=visit.visit_uuid, node_id=node.id, output=outcome.envelope.as_json()),
                 partial(decide.record_visit, visit_uuid=visit.visit_uuid, node_id=node.id),
             )
         return outcome
@@ -248,7 +248,7 @@ class RunSession:
             logger.exception("visit %s of run %s failed unexpectedly", ctx.visit.visit_uuid, self.run_id)
             return await self._fail(ctx, f"internal error: {type(error).__name__}: {error}")
 
-    def _context(self, node: NodeDefinition, visit: VisitProgress) -> VisitContext:
+    def _context(self, node: AnyNode, visit: VisitProgress) -> VisitContext:
         scope = self.progress.scope()
         models = VisitModels(
             self.registry, node.data, iter_seq=visit.iter_seq, seed=f"{self.run_id}:{node.id}:{visit.iter_seq}",
@@ -259,9 +259,8 @@ class RunSession:
             settings=self.settings, cancel_event=self.cancel_event, inputs=self.progress, models=models, scope=scope,
         )
 
-    async def _timed(self, ctx: VisitContext) -> dict[str, Any]:
-        limit = ctx.data.get("timeoutSeconds")
-        seconds = float(limit) if isinstance(limit, (int, float)) and limit > 0 else self.settings.node_timeout_seconds
+    async def _timed(self, ctx: VisitContext) -> OutputEnvelope:
+        seconds = ctx.node.data.timeout_seconds or self.settings.node_timeout_seconds
         try:
             async with asyncio.timeout(seconds):
                 return await EXECUTORS[ctx.node.type](ctx)
@@ -273,7 +272,7 @@ class RunSession:
         await ctx.status(f"error: {error}")
         await self.decide(
             partial(decide.fail_visit, visit_uuid=visit.visit_uuid, node_id=node_id, error=error,
-                    output=failure_envelope(error)),
+                    output=OutputEnvelope.failed(error).as_json()),
             partial(decide.record_visit, visit_uuid=visit.visit_uuid, node_id=node_id),
         )
         return Failed(error)
@@ -292,8 +291,8 @@ class RunSession:
         where = "after the answer to its last question" if visit.answers else "from its start"
         await ctx.status(f"this visit was interrupted before it ended; running it again {where}")
 
-    def _unsafe_to_rerun(self, node: NodeDefinition, visit: VisitProgress) -> str | None:
-        if node.data.get("recoverable") is False:
+    def _unsafe_to_rerun(self, node: AnyNode, visit: VisitProgress) -> str | None:
+        if not node.data.recoverable:
             return "the node is marked recoverable=false"
         repeated = [name for name in visit.tools_since_checkpoint if not is_idempotent(name)]
         if repeated:
@@ -309,7 +308,7 @@ class RunSession:
             return None
 
 
-def _skip(run: Run, at: datetime, *, visit_uuid: str, node: NodeDefinition, iter_seq: int, reason: str) -> VisitSkipped:
+def _skip(run: Run, at: datetime, *, visit_uuid: str, node: AnyNode, iter_seq: int, reason: str) -> VisitSkipped:
     return decide.skip_visit(
         run, at, visit_uuid=visit_uuid, node_id=node.id, node_type=node.type, node_label=node.label or node.id,
         iter_seq=iter_seq, sort_order=run.visit_count + 1, reason=reason,

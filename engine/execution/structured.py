@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from domain.outputs import OutputField, RetryPolicy, build_instruction, extract_with_retry
+from domain.outputs import RetryPolicy, build_instruction, extract_with_retry
+from domain.workflow import Declaration
 from engine.execution.errors import VisitFailure
 from engine.execution.visit import VisitContext
 from engine.llm import CompletionRequest, Message
@@ -31,7 +32,7 @@ def spend(ctx: VisitContext, layer: str) -> None:
 
 
 async def structured_data(
-    ctx: VisitContext, text: str, fields: list[OutputField], policy: RetryPolicy, rerun: Rerun,
+    ctx: VisitContext, text: str, fields: list[Declaration], policy: RetryPolicy, rerun: Rerun,
 ) -> dict[str, Any]:
     """The validated output data of an answer, after as many retries as the policy allows.
 
@@ -43,7 +44,7 @@ async def structured_data(
     async def reformat(prompt: str) -> str:
         spend(ctx, "re-format")
         request = CompletionRequest(messages=[Message("user", prompt)], purpose="reformat", response_format_json=True)
-        return (await ctx.calls.complete(ctx.models.model_id("reformat_model_id"), ctx.models.reformat(), request)).text
+        return (await ctx.calls.complete(ctx.models.reformat_model_id(), ctx.models.reformat(), request)).text
 
     async def rerun_node(problem: str) -> str:
         nonlocal reruns

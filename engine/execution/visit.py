@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 from uuid import UUID
 
-from domain.workflow import NodeDefinition
+from domain.workflow import AnyNode, NodeData
 from engine.execution.calls import ModelCalls
 from engine.execution.errors import CancelHalt
 from engine.execution.journal import Journal
@@ -17,6 +17,8 @@ from engine.execution.progress import Answer, VisitProgress
 from engine.llm import RetryBudget
 from engine.settings import EngineSettings
 from engine.workspace.directory import Workspace
+
+D = TypeVar("D", bound=NodeData)
 
 
 class RunInputs(Protocol):
@@ -39,7 +41,7 @@ class VisitContext:
     `budget` is the visit's one retry budget: model-call retries, re-formats and re-runs all spend it.
     """
 
-    def __init__(self, node: NodeDefinition, visit: VisitProgress, *, run_id: UUID, journal: Journal,
+    def __init__(self, node: AnyNode, visit: VisitProgress, *, run_id: UUID, journal: Journal,
                  workspace: Workspace, settings: EngineSettings, cancel_event: asyncio.Event, inputs: RunInputs,
                  models: VisitModels, scope: dict[str, Any], toolbox: Toolbox | None = None) -> None:
         self.node = node
@@ -58,10 +60,12 @@ class VisitContext:
         self.calls = ModelCalls(journal, settings, self.budget, visit_uuid=visit.visit_uuid, node_id=node.id,
                                 status=self.status, cancel=cancel_event)
 
-    @property
-    def data(self) -> dict[str, Any]:
-        """The node's settings."""
-        return self.node.data
+    def data_as(self, kind: type[D]) -> D:
+        """The node's settings as the type its executor reads (executors are chosen by node type, so it is that type)."""
+        data = self.node.data
+        if not isinstance(data, kind):
+            raise TypeError(f"node {self.node.id!r} ({self.node.type}) has no {kind.__name__}")
+        return data
 
     @property
     def answers(self) -> list[Answer]:

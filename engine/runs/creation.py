@@ -15,7 +15,7 @@ from uuid import UUID
 from domain.catalogue import WorkflowEntry
 from domain.idempotency import IdempotencyKeyClaimed, claim_key, claim_stream_id, replay_of
 from domain.run import create_run
-from domain.run_inputs import check_variables
+from domain.workflow import check_variables
 
 
 @dataclass(frozen=True)

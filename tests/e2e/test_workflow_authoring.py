@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from domain.authoring import workflow_json_schema
+from domain.workflow import workflow_json_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = "/api/v1/workflows/military-analyze-agent/runs"

@@ -7,7 +7,7 @@ import pytest
 from domain import events as ev
 from domain.errors import GraphInvalid, RunAlreadyStarted
 from domain.run import RunStatus
-from domain.run_inputs import InvalidVariables
+from domain.workflow import InvalidVariables
 from engine.runs.creation import NewRun
 from tests.support.engine_runs import (
     chunks,

@@ -17,10 +17,9 @@ from domain.catalogue import (
     evolve_entry,
     fold_entry,
     publish_workflow,
-    recorded_workflow,
 )
 from domain.errors import GraphInvalid, IllegalTransition
-from domain.workflow import PlannerSettings
+from domain.workflow import Planner, recorded_definition
 
 T1 = datetime(2025, 1, 1, tzinfo=UTC)
 T2 = datetime(2025, 1, 2, tzinfo=UTC)
@@ -125,13 +124,13 @@ def test_a_version_published_before_planner_settings_were_checked_still_folds_wi
     agentic = {**DEFINITION, "mode": "AGENTIC", "edges": [], "planner": {"model_id": 5, "prompt": "x"}}
     stored = msgspec.structs.replace(published(), definition=agentic)
     entry = fold_entry([stored])
-    assert entry is not None and entry.definition.planner == PlannerSettings()
+    assert entry is not None and entry.definition.planner == Planner()
     assert entry.definition.mode == "AGENTIC"
 
 
 def test_any_other_flaw_of_a_recorded_definition_is_still_refused():
     with pytest.raises(GraphInvalid):
-        recorded_workflow({**DEFINITION, "mode": "PIPELINE", "planner": {}})
+        recorded_definition({**DEFINITION, "mode": "PIPELINE", "planner": {}})
 
 
 def test_republishing_the_same_definition_with_defaults_spelled_out_appends_nothing():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.execution.models import scripted_from, visit_script
+from engine.execution.models import scripted_from
 from engine.execution.tools import BUILTIN_TOOLS, is_idempotent, unknown_tools
 from engine.llm import CompletionRequest, Message, collect
 from engine.settings import Settings
@@ -25,12 +25,6 @@ async def test_a_resumed_visit_plays_its_script_after_the_turns_it_already_playe
 
 async def test_skipping_past_the_end_keeps_the_last_turn():
     assert await answer(scripted_from(SCRIPT, skip_turns=9, seed="s", pace_seconds=0)) == "three"
-
-
-def test_each_visit_of_a_node_can_have_its_own_script_and_the_last_repeats():
-    data = {"scripts": ["first", "second"], "script": "ignored"}
-    assert [visit_script(data, n) for n in (1, 2, 3)] == ["first", "second", "second"]
-    assert visit_script({"script": "only"}, 5) == "only"
 
 
 def models_from(raw: str):

@@ -2,9 +2,11 @@
 
 import re
 
+import msgspec
 import pytest
 
-from domain.outputs import OutputField, build_instruction, needs_structured_output, parse_output_declarations
+from domain.outputs import build_instruction
+from domain.workflow import Declaration, ModelData, definition_problems
 
 # Copied from the seed §5, from `---` to the end of the 约束 list. In the seed the first
 # comment starts at column 42 and the others at column 43: a typo we normalise to 43.
@@ -35,9 +37,9 @@ SEED_TEXT = """---
 - 输出必须能被 JSON 直接解析（首尾不能有非 JSON 字符）"""
 
 SEED_FIELDS = [
-    OutputField("output1", "string", True),
-    OutputField("output2", "number", True),
-    OutputField("output3", "object", True),
+    Declaration("output1", "string", True),
+    Declaration("output2", "number", True),
+    Declaration("output3", "object", True),
 ]
 
 
@@ -68,13 +70,13 @@ def test_instruction_aligns_every_comment_at_column_43_like_the_seeds_later_line
 
 
 def test_descriptions_fill_the_field_list():
-    fields = [OutputField("output1", "string", True, "标题"), OutputField("output2", "number", True, " ")]
+    fields = [Declaration("output1", "string", True, "标题"), Declaration("output2", "number", True, " ")]
     rendered = build_instruction(fields)
     assert "- output1 (string, required): 标题\n- output2 (number, required): （无描述）" in rendered
 
 
 def test_optional_fields_say_optional():
-    assert "- note (string, optional): （无描述）" in build_instruction([OutputField("note")])
+    assert "- note (string, optional): （无描述）" in build_instruction([Declaration("note")])
 
 
 @pytest.mark.parametrize(
@@ -91,12 +93,12 @@ def test_optional_fields_say_optional():
     ],
 )
 def test_each_type_renders_its_example_value(type_, line):
-    rendered = build_instruction([OutputField("x", type_)])
+    rendered = build_instruction([Declaration("x", type_)])
     assert f'  "x": {line} ' in rendered
 
 
 def test_path_types_are_commented_as_strings():
-    rendered = build_instruction([OutputField("report", "filePath")])
+    rendered = build_instruction([Declaration("report", "filePath")])
     assert "// filePath 类型（视为 string）" in rendered
 
 
@@ -106,13 +108,13 @@ def test_commas_separate_lines_and_the_last_line_has_none():
 
 
 def test_a_long_line_pushes_the_comment_column_right_for_every_line():
-    fields = [OutputField("a_really_long_output_field_name_here", "array"), OutputField("b", "number")]
+    fields = [Declaration("a_really_long_output_field_name_here", "array"), Declaration("b", "number")]
     lines = [line for line in build_instruction(fields).splitlines() if "// " in line]
     assert lines[0].index("//") == lines[1].index("//") == len(lines[0].split("//")[0].rstrip()) + 2
 
 
 def test_field_names_are_json_escaped_in_the_template():
-    assert '  "say \\"hi\\"": "XXX"' in build_instruction([OutputField('say "hi"')])
+    assert '  "say \\"hi\\"": "XXX"' in build_instruction([Declaration('say "hi"')])
 
 
 def test_no_declared_fields_means_no_instruction():
@@ -126,27 +128,29 @@ def test_the_extension_and_constraint_blocks_are_verbatim():
 
 def test_declarations_are_read_from_node_data_outputs_with_defaults():
     data = {"outputs": [{"name": "summary", "required": True}, {"name": "score", "type": "number", "description": "0-10"}]}
-    assert parse_output_declarations(data) == [
-        OutputField("summary", "string", True, ""),
-        OutputField("score", "number", False, "0-10"),
+    assert msgspec.convert(data, ModelData).outputs == [
+        Declaration("summary", "string", True, ""),
+        Declaration("score", "number", False, "0-10"),
     ]
 
 
 def test_node_data_without_outputs_declares_nothing():
-    assert parse_output_declarations({}) == [] and not needs_structured_output({"outputs": []})
-    assert needs_structured_output({"outputs": [{"name": "a"}]})
+    assert ModelData().outputs == [] and msgspec.convert({"outputs": [{"name": "a"}]}, ModelData).outputs
 
 
 @pytest.mark.parametrize(
     "outputs, message",
     [
-        ([{"name": "a", "type": "integer"}], "Invalid enum value 'integer' - at `$[0].type`"),
-        ([{"type": "string"}], "Object missing required field `name` - at `$[0]`"),
+        ([{"name": "a", "type": "integer"}], "Invalid enum value 'integer'"),
+        ([{"type": "string"}], "Object missing required field `name`"),
         ("summary", "Expected `array`, got `str`"),
         ([{"name": " "}], "a field has an empty name"),
         ([{"name": "a"}, {"name": "a"}], "duplicate field name(s) a"),
     ],
 )
-def test_malformed_declarations_raise_value_error_with_the_precise_problem(outputs, message):
-    with pytest.raises(ValueError, match=re.escape(message)):
-        parse_output_declarations({"outputs": outputs})
+def test_malformed_declarations_are_problems_with_the_precise_message(outputs, message):
+    raw = {"name": "w", "displayName": "W", "mode": "DAG", "nodes": [
+        {"id": "ask", "type": "llm", "data": {"outputs": outputs}}, {"id": "done", "type": "output"},
+    ], "edges": [{"source": "ask", "target": "done"}]}
+    problems = [str(problem) for problem in definition_problems(raw)]
+    assert any(problem.startswith("$.nodes[0].data.outputs") and message in problem for problem in problems), problems

@@ -1,23 +1,27 @@
 """Strict output validation, answer parsing and the two-level retry (seed §4, §6)."""
 
+import re
+
+import msgspec
 import pytest
 
 from domain.errors import AnswerNotJson
 from domain.outputs import (
-    OutputField,
+    OutputEnvelope,
     RetryPolicy,
     build_reformat_prompt,
     describe_failure,
     extract_with_retry,
     parse_json_answer,
-    retry_policy_for,
+    retry_policy,
     validate_output,
 )
+from domain.workflow import Declaration, ModelData
 
 FIELDS = [
-    OutputField("summary", "string", required=True),
-    OutputField("score", "number", required=True),
-    OutputField("notes", "string"),
+    Declaration("summary", "string", required=True),
+    Declaration("score", "number", required=True),
+    Declaration("notes", "string"),
 ]
 
 
@@ -55,7 +59,7 @@ def test_row_5_all_required_present_plus_extension_fields_passes():
 
 
 def test_missing_and_mismatched_fields_are_all_reported_together():
-    fields = FIELDS + [OutputField("flag", "boolean", required=True)]
+    fields = FIELDS + [Declaration("flag", "boolean", required=True)]
     result = validate_output({"score": [], "notes": {}}, fields)
     assert result.missing == ["summary", "flag"]
     assert result.type_mismatches == [("score", "number"), ("notes", "string")]
@@ -86,7 +90,7 @@ def test_missing_and_mismatched_fields_are_all_reported_together():
     ],
 )
 def test_a_value_of_or_convertible_to_the_declared_type_passes_converted(type_, value, converted):
-    result = validate_output({"x": value}, [OutputField("x", type_, True)])
+    result = validate_output({"x": value}, [Declaration("x", type_, True)])
     assert result.ok and result.data["x"] == converted and type(result.data["x"]) is type(converted)
 
 
@@ -110,7 +114,7 @@ def test_a_value_of_or_convertible_to_the_declared_type_passes_converted(type_, 
     ],
 )
 def test_a_value_that_cannot_be_converted_is_a_mismatch(type_, value):
-    result = validate_output({"x": value}, [OutputField("x", type_)])
+    result = validate_output({"x": value}, [Declaration("x", type_)])
     assert result.type_mismatches == [("x", type_)] and result.data["x"] == value
 
 
@@ -181,18 +185,18 @@ def test_the_reformat_prompt_carries_the_raw_answer_the_problems_and_the_instruc
 
 @pytest.mark.parametrize("node_type, runtime", [("agent", 1), ("llm", 2), ("smartAction", 2), ("output", 0)])
 def test_retry_defaults_depend_on_the_node_type(node_type, runtime):
-    assert retry_policy_for(node_type, {}) == RetryPolicy(runtime_max_retries=runtime, format_max_retries=2)
+    assert retry_policy(node_type, ModelData()) == RetryPolicy(runtime_max_retries=runtime, format_max_retries=2)
 
 
 def test_node_data_overrides_both_retry_counts():
-    policy = retry_policy_for("agent", {"runtimeMaxRetries": 0, "formatMaxRetries": 5})
+    policy = retry_policy("agent", msgspec.convert({"runtimeMaxRetries": 0, "formatMaxRetries": 5}, ModelData))
     assert policy == RetryPolicy(runtime_max_retries=0, format_max_retries=5)
 
 
 @pytest.mark.parametrize("value", [-1, 11, "2", 1.5, True])
 def test_a_retry_count_out_of_range_or_not_a_whole_number_is_refused(value):
-    with pytest.raises(ValueError, match="runtimeMaxRetries must be a whole number from 0 to 10"):
-        retry_policy_for("llm", {"runtimeMaxRetries": value})
+    with pytest.raises(msgspec.ValidationError, match=re.escape("- at `$.runtimeMaxRetries`")):
+        msgspec.convert({"runtimeMaxRetries": value}, ModelData)
 
 
 # The two-level retry (seed §4.2, §7 stage 2).
@@ -286,3 +290,13 @@ async def test_reruns_stop_at_the_runtime_limit_and_the_error_says_why():
     assert not result.ok and len(rerun.calls) == 2
     assert result.error.startswith("node answer: output invalid: missing required field(s): summary; wrong type: score")
     assert "after 2 re-run(s)" in result.error
+
+
+# The output envelope (HOUSE.md §8): one Struct, the same JSON the hand-built dicts had.
+
+def test_an_output_envelope_encodes_to_the_same_bytes_as_the_dict_it_replaces():
+    data = {"text": "好", "n": [1, 2.5, None]}
+    assert msgspec.json.encode(OutputEnvelope.succeeded(data, "调用成功").as_json()) == msgspec.json.encode(
+        {"status": 200, "message": "调用成功", "data": data})
+    assert OutputEnvelope.failed("boom").as_json() == {"status": 400, "message": "boom", "data": None}
+    assert list(OutputEnvelope.failed("boom").as_json()) == ["status", "message", "data"]

@@ -10,10 +10,17 @@ from typing import Any
 import msgspec
 import pytest
 
-from domain.authoring import WorkflowDocument, workflow_json_schema, workflow_schema_text
-from domain.run_inputs import InvalidVariables, check_variables
-from domain.validation import definition_form, definition_problems, duplicate_names
-from domain.workflow import workflow_from_dict
+from domain.workflow import (
+    InvalidVariables,
+    WorkflowDefinition,
+    check_variables,
+    definition_form,
+    definition_problems,
+    duplicate_names,
+    workflow_from_dict,
+    workflow_json_schema,
+    workflow_schema_text,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMOS = sorted((ROOT / "engine" / "demos").glob("*.json"))
@@ -194,16 +201,16 @@ def test_the_committed_schema_is_the_generated_one():
 def test_the_schema_refuses_unknown_keys_and_discriminates_nodes_by_type():
     schema = workflow_json_schema()
     defs = schema["$defs"]
-    assert schema["$ref"] == "#/$defs/WorkflowDocument"
+    assert schema["$ref"] == "#/$defs/WorkflowDefinition"
     assert all(d.get("additionalProperties") is False for name, d in defs.items() if name != "Position")
-    nodes = defs["WorkflowDocument"]["properties"]["nodes"]["items"]
+    nodes = defs["WorkflowDefinition"]["properties"]["nodes"]["items"]
     assert set(nodes["discriminator"]["mapping"]) == {"userInput", "llm", "agent", "smartAction", "output"}
     assert "promt" not in defs["ModelData"]["properties"] and "prompt" in defs["ModelData"]["properties"]
 
 
 def test_every_demo_decodes_as_an_authoring_document():
     for path in DEMOS:
-        msgspec.json.decode(path.read_bytes(), type=WorkflowDocument)
+        msgspec.json.decode(path.read_bytes(), type=WorkflowDefinition)
 
 
 DEFN = workflow_from_dict(REPORT)

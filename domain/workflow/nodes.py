@@ -1,66 +1,31 @@
-"""The authoring form of a workflow definition: every key a node type reads, nothing else.
+"""The nodes of a workflow: one tagged union on `type`, each with its typed `data`.
 
-These Structs refuse unknown keys, so a typo (`promt`) is a problem when a definition is
-published or validated, and `msgspec.json.schema` turns them into the JSON Schema served at
-`/api/v1/schemas/workflow.json` and kept in `docs/workflow.schema.json`. Recorded versions
-are still read with the lenient `domain.workflow.WorkflowDefinition` (a version stored before
-these rules keeps running).
+Every key a node type reads is a field here; executors read attributes, never dict keys.
+Unknown keys are not refused by decoding (a recorded version keeps decoding); the problems
+pass reports each one at its JSON path when a definition is published or validated.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
-from domain.outputs import MAX_RETRIES, OutputType
-from domain.vocabulary import RunMode
-from domain.workflow import MAX_NAME_LENGTH, NAME_RE, EdgeDefinition, Limits, PlannerSettings
+from domain.workflow.declarations import Declaration, Result
 
-SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+MAX_RETRIES = 10
 Retries = Annotated[int, msgspec.Meta(ge=0, le=MAX_RETRIES)]
-Name = Annotated[str, msgspec.Meta(pattern=NAME_RE.pattern, max_length=MAX_NAME_LENGTH)]
+REMOTE_BACKEND = "hermes_remote"
 
 
-class Strict(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """Base of the authoring Structs: an unknown key is a problem."""
-
-
-class InputDeclaration(Strict, frozen=True):
-    """A run variable the workflow asks for; run creation refuses a missing required one or a wrong type."""
-
-    name: str
-    type: OutputType = "string"
-    required: bool = False
-    description: str = ""
-
-
-class OutputDeclaration(Strict, frozen=True):
-    """A field a model node must answer with (its answer is then strict JSON)."""
-
-    name: str
-    type: OutputType = "string"
-    required: bool = False
-    description: str = ""
-
-
-class ResultDeclaration(Strict, frozen=True):
-    """A result of the run; `value` is a template (default `{{name}}`)."""
-
-    name: str
-    type: OutputType = "string"
-    description: str = ""
-    value: Any = None
-
-
-class FileTemplate(Strict, frozen=True):
+class FileTemplate(msgspec.Struct, frozen=True):
     """A file written into the run's workspace; both strings are templates."""
 
     path: str
     content: str = ""
 
 
-class ActionChoice(Strict, frozen=True):
+class ActionChoice(msgspec.Struct, frozen=True):
     """One action a smartAction node may choose."""
 
     id: str
@@ -74,7 +39,7 @@ class Position(msgspec.Struct, frozen=True):
     y: float
 
 
-class NodeData(Strict, frozen=True):
+class NodeData(msgspec.Struct, frozen=True):
     """Settings every node type accepts."""
 
     description: str = ""
@@ -84,11 +49,16 @@ class NodeData(Strict, frozen=True):
     recoverable: bool = True
     """False: a visit interrupted by a restart fails instead of running again."""
 
+    @property
+    def about(self) -> str:
+        """What the node does, as a planner is told."""
+        return self.description
+
 
 class UserInputData(NodeData, frozen=True):
     """A userInput node: the run variables it declares."""
 
-    inputs: list[InputDeclaration] = []
+    inputs: list[Declaration] = []
 
 
 class ModelData(NodeData, frozen=True):
@@ -100,7 +70,7 @@ class ModelData(NodeData, frozen=True):
     """A configured model id (FLOWTRAIL_MODELS) or `scripted`; none: the default model."""
     reformat_model_id: str | None = None
     """The model that re-formats an answer that does not match `outputs`; none: the default model."""
-    outputs: list[OutputDeclaration] = []
+    outputs: list[Declaration] = []
     runtime_max_retries: Retries | None = msgspec.field(default=None, name="runtimeMaxRetries")
     format_max_retries: Retries | None = msgspec.field(default=None, name="formatMaxRetries")
     tools: list[str] = []
@@ -115,21 +85,42 @@ class ModelData(NodeData, frozen=True):
     gateway: str | None = None
     """The gateway id of FLOWTRAIL_HERMES_GATEWAYS (none: the only one configured)."""
 
+    @property
+    def about(self) -> str:
+        """What the node does: its description, else its prompt."""
+        return self.description or self.prompt
+
+    @property
+    def remote(self) -> bool:
+        """True when the visit runs on a Hermes gateway."""
+        return self.backend == REMOTE_BACKEND
+
+    def visit_script(self, iter_seq: int) -> Any:
+        """The script of one visit: `scripts[iterSeq-1]` (the last repeats) when given, else `script`."""
+        if self.scripts:
+            return self.scripts[min(iter_seq, len(self.scripts)) - 1]
+        return self.script
+
 
 class SmartActionData(ModelData, frozen=True):
     """A smartAction node: the model chooses one of `actions`."""
 
     actions: list[str | ActionChoice] = []
 
+    @property
+    def choices(self) -> list[ActionChoice]:
+        """The actions, each with its id and description (a bare id has none)."""
+        return [ActionChoice(item) if isinstance(item, str) else item for item in self.actions]
+
 
 class OutputData(NodeData, frozen=True):
     """An output node: the run's results and the files it writes."""
 
-    outputs: list[ResultDeclaration] = []
+    outputs: list[Result] = []
     files: list[FileTemplate] = []
 
 
-class Node(Strict, frozen=True, tag_field="type"):
+class Node(msgspec.Struct, frozen=True, tag_field="type"):
     """A node of the workflow; `type` selects what `data` holds."""
 
     id: str
@@ -140,77 +131,42 @@ class Node(Strict, frozen=True, tag_field="type"):
 class UserInputNode(Node, frozen=True, tag="userInput"):
     """Passes the run's declared variables on."""
 
+    type: ClassVar[Literal["userInput"]] = "userInput"
     data: UserInputData = msgspec.field(default_factory=UserInputData)
 
 
 class LlmNode(Node, frozen=True, tag="llm"):
     """One model answer."""
 
+    type: ClassVar[Literal["llm"]] = "llm"
     data: ModelData = msgspec.field(default_factory=ModelData)
 
 
 class AgentNode(Node, frozen=True, tag="agent"):
     """A multi-turn model loop with tools."""
 
+    type: ClassVar[Literal["agent"]] = "agent"
     data: ModelData = msgspec.field(default_factory=ModelData)
 
 
 class SmartActionNode(Node, frozen=True, tag="smartAction"):
     """A model answer that chooses an action (edge conditions branch on it)."""
 
+    type: ClassVar[Literal["smartAction"]] = "smartAction"
     data: SmartActionData = msgspec.field(default_factory=SmartActionData)
 
 
 class OutputNode(Node, frozen=True, tag="output"):
     """Builds the run's result."""
 
+    type: ClassVar[Literal["output"]] = "output"
     data: OutputData = msgspec.field(default_factory=OutputData)
 
 
 AnyNode = UserInputNode | LlmNode | AgentNode | SmartActionNode | OutputNode
-
-
-class Edge(EdgeDefinition, frozen=True, forbid_unknown_fields=True):
-    """A directed edge; `condition` (e.g. `{{gate.action}} == "short"`) guards it."""
-
-
-class RunLimits(Limits, frozen=True, forbid_unknown_fields=True):
-    """Visit caps of an AGENTIC run."""
-
-
-class Planner(PlannerSettings, frozen=True, forbid_unknown_fields=True):
-    """How an AGENTIC run's planner is asked."""
-
-
-class WorkflowDocument(Strict, frozen=True, rename="camel"):
-    """A workflow definition as an author writes it."""
-
-    name: Name
-    display_name: str
-    mode: RunMode
-    nodes: list[AnyNode]
-    description: str = ""
-    edges: list[Edge] = []
-    start_node_id: str | None = None
-    limits: RunLimits = msgspec.field(default_factory=RunLimits)
-    planner: Planner = msgspec.field(default_factory=Planner)
-    schema: str | None = msgspec.field(default=None, name="$schema")
-    """The schema's URL, for editors (not part of the definition)."""
-
-
-def workflow_json_schema() -> dict[str, Any]:
-    """The JSON Schema of workflow definitions, generated from the Structs above."""
-    schema = msgspec.json.schema(WorkflowDocument)
-    return {"$schema": SCHEMA_DIALECT, "title": "flowtrail workflow definition", **schema}
-
-
-def canonical_form(document: WorkflowDocument) -> dict[str, Any]:
-    """The definition with every default filled in and no `$schema`: equal forms are the same definition."""
-    form = msgspec.to_builtins(document)
-    form.pop("$schema", None)
-    return dict(form)
-
-
-def workflow_schema_text() -> bytes:
-    """The schema as committed in `docs/workflow.schema.json`: JSON indented by 2, one final newline."""
-    return msgspec.json.format(msgspec.json.encode(workflow_json_schema()), indent=2) + b"\n"
+ModelNode = LlmNode | AgentNode | SmartActionNode
+NODE_CLASSES: dict[str, type[AnyNode]] = {
+    kind.type: kind for kind in (UserInputNode, LlmNode, AgentNode, SmartActionNode, OutputNode)
+}
+"""Each node class by its `type` tag."""
+MODEL_NODE_TYPES = frozenset({"llm", "agent", "smartAction"})
