@@ -17,7 +17,7 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
-from typing import Any, Literal, Protocol
+from typing import Any
 from uuid import UUID
 
 from domain import events as ev
@@ -32,7 +32,7 @@ from engine.execution.dag import run_dag
 from engine.execution.errors import RunFailure
 from engine.execution.journal import Journal
 from engine.execution.outcomes import Failed
-from engine.execution.ports import ContextTools, WorkflowVersions
+from engine.execution.ports import CancelOutcome, ContextTools, RunDispatch, WorkflowVersions
 from engine.execution.progress import Progress, fold_progress
 from engine.execution.session import RunSession, SessionTools
 from engine.llm import ModelRegistry
@@ -47,50 +47,9 @@ from engine.workspace.directory import Workspace
 logger = logging.getLogger("flowtrail.engine")
 
 
-CancelOutcome = Literal["requested", "already_requested", "already_finished"]
 FAIL_RETRY_FIRST_SECONDS = 0.5
 FAIL_RETRY_MAX_SECONDS = 10.0
 """Backoff while the store cannot record a run's failure: 0.5 s, doubling, at most 10 s, until it can."""
-
-
-class RunDispatch(Protocol):
-    """Hands runs to whichever replica takes them (PostgreSQL: a procrastinate job per run)."""
-
-    async def defer(self, run_id: UUID) -> None:
-        """Queue the run's execution (exactly one replica executes a run at a time)."""
-        ...
-
-    async def queued(self, run_ids: Sequence[UUID]) -> set[UUID]:
-        """The runs among these that already have a job waiting or executing."""
-        ...
-
-
-class RunExecutor(Protocol):
-    """What the rest of the service asks of whatever executes runs."""
-
-    async def start(self, run_id: UUID) -> None:
-        """Record the start and begin executing."""
-        ...
-
-    async def answer(self, run_id: UUID, clarify_id: str, answer: str) -> bool:
-        """Record the answer; True when the run took it up at once."""
-        ...
-
-    async def cancel(self, run_id: UUID) -> CancelOutcome:
-        """Record a cancel request (or say why none was needed)."""
-        ...
-
-    async def requeue_orphans(self, running: Sequence[tuple[UUID, int]]) -> list[UUID]:
-        """Queue a job for each of these runs that needs execution and has none."""
-        ...
-
-    async def recover(self) -> None:
-        """Take up the runs that were executing when the process stopped."""
-        ...
-
-    async def close(self) -> None:
-        """Stop executing; the log keeps where every run stands."""
-        ...
 
 
 class Engine:
