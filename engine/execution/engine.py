@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import weakref
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
@@ -31,6 +30,7 @@ from engine.execution.agentic import run_agentic
 from engine.execution.dag import run_dag
 from engine.execution.errors import RunFailure
 from engine.execution.journal import Journal
+from engine.execution.locks import RunLocks
 from engine.execution.outcomes import Failed
 from engine.execution.ports import CancelOutcome, ContextTools, RunDispatch, WorkflowVersions
 from engine.execution.progress import Progress, fold_progress
@@ -67,7 +67,7 @@ class Engine:
         )
         self._tasks: dict[UUID, asyncio.Task[None]] = {}
         self._cancel_events: dict[UUID, asyncio.Event] = {}
-        self._locks: weakref.WeakValueDictionary[UUID, asyncio.Lock] = weakref.WeakValueDictionary()
+        self.locks = RunLocks()
         self._inflight: set[asyncio.Future[Any]] = set()
         self._deadlines: dict[UUID, asyncio.TimerHandle] = {}
         self._expiring: set[asyncio.Task[None]] = set()
@@ -90,7 +90,7 @@ class Engine:
 
     async def start(self, run_id: UUID) -> None:
         """Append RunStarted (RunAlreadyStarted / RunAlreadyFinished refuse it) and begin executing."""
-        async with self._lock(run_id):
+        async with self.locks.of(run_id):
             writer = await self.runs.writer(run_id)
             started = False
             try:
@@ -101,7 +101,7 @@ class Engine:
 
     async def answer(self, run_id: UUID, clarify_id: str, answer: str) -> bool:
         """Append ClarifyAnswered and resume the run; True when it resumed in this process."""
-        async with self._lock(run_id):
+        async with self.locks.of(run_id):
             writer = await self.runs.writer(run_id)
             resumed = False
             try:
@@ -114,7 +114,7 @@ class Engine:
 
     async def cancel(self, run_id: UUID) -> CancelOutcome:
         """Record a cancel request: "requested", "already_requested" or "already_finished"."""
-        async with self._lock(run_id):
+        async with self.locks.of(run_id):
             writer = await self.runs.writer(run_id)
             requested = False
             try:
@@ -146,7 +146,7 @@ class Engine:
                     logger.info("recovering run %s (%s): its job is queued", run_id.hex, run.status.value)
                     continue
                 logger.info("recovering run %s (%s)", run_id.hex, run.status.value)
-                async with self._lock(run_id):
+                async with self.locks.of(run_id):
                     await self._schedule(run_id)
                     if run_id not in self._tasks:
                         await self.runs.release(run_id)
@@ -244,13 +244,6 @@ class Engine:
 
     # ---- execution ---------------------------------------------------------------------
 
-    def _lock(self, run_id: UUID) -> asyncio.Lock:
-        """The run's control lock (start, answer, cancel and a session's end take turns); kept while in use."""
-        lock = self._locks.get(run_id)
-        if lock is None:
-            lock = self._locks[run_id] = asyncio.Lock()
-        return lock
-
     async def _schedule(self, run_id: UUID) -> None:
         """Have the run executed: here at once, or by a job (unless it executes here already)."""
         task = self._tasks.get(run_id)
@@ -288,7 +281,7 @@ class Engine:
             while True:
                 before = (await self.runs.writer(run_id)).run.version
                 progress = await self._session(run_id, signal)
-                async with self._lock(run_id):
+                async with self.locks.of(run_id):
                     run = (await self.runs.writer(run_id)).run
                     if run.status in EXECUTING and run.version != before:
                         continue  # answered, or cancel requested, while this session was ending
@@ -314,7 +307,7 @@ class Engine:
 
     async def _let_go(self, run_id: UUID) -> None:
         """Forget a run another process executes now (its buffered events are not stored)."""
-        async with self._lock(run_id):
+        async with self.locks.of(run_id):
             self._tasks.pop(run_id, None)
             self._cancel_events.pop(run_id, None)
             try:
@@ -369,7 +362,7 @@ class Engine:
         task.add_done_callback(self._expiring.discard)
 
     async def _expire(self, run_id: UUID) -> None:
-        async with self._lock(run_id):
+        async with self.locks.of(run_id):
             writer = await self.runs.writer(run_id)
             try:
                 if writer.run.status is RunStatus.PAUSED:
@@ -394,7 +387,7 @@ class Engine:
         delay = FAIL_RETRY_FIRST_SECONDS
         try:
             while True:
-                async with self._lock(run_id):
+                async with self.locks.of(run_id):
                     try:
                         writer = await self.runs.writer(run_id)
                         writer.executing = False  # what it reads back may be its own last append
@@ -411,7 +404,7 @@ class Engine:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, FAIL_RETRY_MAX_SECONDS)
         finally:
-            async with self._lock(run_id):
+            async with self.locks.of(run_id):
                 self._tasks.pop(run_id, None)
                 self._cancel_events.pop(run_id, None)
                 await self._forget_writer(run_id)
