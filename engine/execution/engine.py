@@ -25,9 +25,9 @@ from domain.errors import FlowtrailError, RunAlreadyFinished
 from domain.run import EXECUTING, RunStatus
 from domain.workflow import WorkflowDefinition
 from engine.catalogue import WorkflowNotFound
-from engine.clock import utcnow
 from engine.execution.agentic import run_agentic
 from engine.execution.dag import run_dag
+from engine.execution.deadlines import PauseDeadlines
 from engine.execution.errors import RunFailure
 from engine.execution.journal import Journal
 from engine.execution.locks import RunLocks
@@ -69,7 +69,7 @@ class Engine:
         self._cancel_events: dict[UUID, asyncio.Event] = {}
         self.locks = RunLocks()
         self._inflight: set[asyncio.Future[Any]] = set()
-        self._deadlines: dict[UUID, asyncio.TimerHandle] = {}
+        self.deadlines = PauseDeadlines(settings.run_timeout_seconds, on_expire=self._expire)
         self._expiring: set[asyncio.Task[None]] = set()
         self.dispatch: RunDispatch | None = None
         """None: runs execute in this process at once; else they are deferred as jobs."""
@@ -107,7 +107,7 @@ class Engine:
             try:
                 await writer.decide(partial(decide.answer_clarify, clarify_id=clarify_id, answer=answer))
                 resumed = writer.run.status in EXECUTING
-                self._disarm(run_id)
+                self.deadlines.disarm(run_id)
             finally:
                 await self._settle(run_id, schedule=resumed)
             return resumed
@@ -127,7 +127,7 @@ class Engine:
                 except RunAlreadyFinished:
                     return "already_finished"
                 requested = True
-                self._disarm(run_id)
+                self.deadlines.disarm(run_id)
                 signal = self._cancel_events.get(run_id)
                 if signal is not None:
                     signal.set()
@@ -151,7 +151,7 @@ class Engine:
                     if run_id not in self._tasks:
                         await self.runs.release(run_id)
             elif run.status is RunStatus.PAUSED:
-                self._arm(run_id, fold_progress(await self.runs.events(run_id)))
+                self.deadlines.arm(run_id, fold_progress(await self.runs.events(run_id)).started_at)
 
     async def requeue_orphans(self, running: Sequence[tuple[UUID, int]]) -> list[UUID]:
         """Queue a job for each run that needs execution and has none (its start was stored but its job
@@ -215,13 +215,11 @@ class Engine:
     async def close(self) -> None:
         """Stop every run task; runs stay as the log has them and are recovered on the next start."""
         self.closing = True
-        for handle in self._deadlines.values():
-            handle.cancel()
-        self._deadlines.clear()
+        expiring = self.deadlines.stop()
         tasks = list(self._tasks.values()) + list(self._expiring)
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, *expiring, return_exceptions=True)
         while self._inflight:
             await asyncio.gather(*list(self._inflight), return_exceptions=True)
         self._tasks.clear()
@@ -288,7 +286,7 @@ class Engine:
                     if run.status in EXECUTING:
                         raise RuntimeError(f"the engine made no progress with the run ({run.status.value})")
                     if run.status is RunStatus.PAUSED and progress is not None:
-                        self._arm(run_id, progress)
+                        self.deadlines.arm(run_id, progress.started_at)
                     self._tasks.pop(run_id, None)
                     self._cancel_events.pop(run_id, None)
                     await self.runs.release(run_id)
@@ -341,25 +339,6 @@ class Engine:
             await self.workflows.load()
 
     # ---- paused runs keep their time limit ---------------------------------------------
-
-    def _arm(self, run_id: UUID, progress: Progress) -> None:
-        """Fail the paused run when its time limit passes (answering or cancelling disarms it)."""
-        self._disarm(run_id)
-        started = progress.started_at or utcnow()
-        remaining = self.settings.run_timeout_seconds - (utcnow() - started).total_seconds()
-        loop = asyncio.get_running_loop()
-        self._deadlines[run_id] = loop.call_later(max(0.0, remaining), self._expire_soon, run_id)
-
-    def _disarm(self, run_id: UUID) -> None:
-        handle = self._deadlines.pop(run_id, None)
-        if handle is not None:
-            handle.cancel()
-
-    def _expire_soon(self, run_id: UUID) -> None:
-        self._deadlines.pop(run_id, None)
-        task = asyncio.ensure_future(self._expire(run_id))
-        self._expiring.add(task)
-        task.add_done_callback(self._expiring.discard)
 
     async def _expire(self, run_id: UUID) -> None:
         async with self.locks.of(run_id):
