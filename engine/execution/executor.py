@@ -11,43 +11,27 @@ recovering defer a job, and the replica whose worker takes the job drives the ru
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from functools import partial
 from uuid import UUID
 
 from domain.errors import RunAlreadyFinished
-from domain.events import RunEvent
 from domain.run import EXECUTING, Run, answer_clarify, request_cancel, start_run
 from engine.execution import recovery
-from engine.execution.locks import RunLocks
-from engine.execution.ports import CancelOutcome, ContextTools, RunDispatch, RunExecutor, WorkflowVersions
-from engine.execution.tasks import RunTasks, session_tools
-from engine.llm import ModelRegistry
+from engine.execution.ports import CancelOutcome, RunDispatch, RunExecutor
+from engine.execution.tasks import RunTasks
 from engine.runs.service import RunService
-from engine.settings import EngineSettings
-from engine.workspace.directory import Workspace
 
 
 class Engine(RunExecutor):
     """Executes runs; every step it takes is an appended run event."""
 
-    def __init__(self, *, runs: RunService, workflows: WorkflowVersions, workspace: Workspace,
-                 settings: EngineSettings, registry: ModelRegistry, context_tools: ContextTools | None = None) -> None:
+    def __init__(self, runs: RunService, tasks: RunTasks, *, dispatch: RunDispatch | None = None) -> None:
         self.runs = runs
-        self.tasks = RunTasks(runs, workflows, session_tools(settings, registry, workspace, context_tools), RunLocks())
-        self.dispatch: RunDispatch | None = None
+        self.tasks = tasks
+        self.dispatch = dispatch
         """None: runs execute in this process at once; else they are deferred as jobs."""
         self._needs_no_job: dict[UUID, int] = {}
         """Runs without a job found not to need one (paused), by the last position they were checked at."""
-
-    @property
-    def context_tools(self) -> ContextTools | None:
-        """What hands model visits their context tools (None: no context tools)."""
-        return self.tasks.tools.context
-
-    @context_tools.setter
-    def context_tools(self, tools: ContextTools | None) -> None:
-        self.tasks.tools = replace(self.tasks.tools, context=tools)
 
     async def start(self, run_id: UUID) -> None:
         """Append RunStarted (RunAlreadyStarted / RunAlreadyFinished refuse it) and begin executing."""
@@ -91,18 +75,6 @@ class Engine(RunExecutor):
     def executing(self, run_id: UUID) -> bool:
         """True while this process has a task for the run."""
         return self.tasks.executing(run_id)
-
-    async def execute_here(self, run_id: UUID) -> None:
-        """Drive the run in this process until it ends or pauses (what a dispatched job does)."""
-        await self.tasks.execute_here(run_id)
-
-    def stop_taking_runs(self) -> None:
-        """The process is shutting down: a dispatched run cancelled from now on stops its task here."""
-        self.tasks.stop_taking_runs()
-
-    def foreign_events(self, events: Sequence[RunEvent]) -> None:
-        """Events another process appended: a cancel of a run executing here reaches its task."""
-        self.tasks.foreign_events(events)
 
     async def close(self) -> None:
         """Stop every run task; runs stay as the log has them and are recovered on the next start."""
