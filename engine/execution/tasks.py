@@ -271,39 +271,46 @@ class RunTasks:
                 pass
 
     async def _fail_after_error(self, run_id: UUID, error: Exception) -> None:
-        """Record RunFailed; while the store is unavailable, try again with capped backoff until it records
-        it or the process shuts down (the run's task stays registered meanwhile, so shutdown cancels it)."""
-        if isinstance(error, StoreUnavailable):
-            reason = f"the store could not record the run's events: {error}"
-        else:
-            reason = f"internal error: {type(error).__name__}: {error}"
-        delay = FAIL_RETRY_FIRST_SECONDS
+        """Record the run's failure; the run's task stays registered until it is recorded (the store may be
+        unavailable for a while), so shutdown cancels it."""
         try:
-            while True:
-                async with self.locks.of(run_id):
-                    try:
-                        writer = await self.runs.writer(run_id)
-                        writer.executing = False  # what it reads back may be its own last append
-                        if not writer.run.status.is_terminal:
-                            await writer.decide(partial(fail_run, error=reason))
-                        return
-                    except StoreUnavailable as still:
-                        if delay == FAIL_RETRY_FIRST_SECONDS:
-                            logger.warning("run %s: cannot record its failure yet (%s); retrying", run_id.hex, still)
-                        await self._forget_writer(run_id)
-                    except Exception:
-                        logger.exception("could not record the failure of run %s", run_id.hex)
-                        return
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, FAIL_RETRY_MAX_SECONDS)
+            await record_failure(self.runs, self.locks, run_id, error)
         finally:
             async with self.locks.of(run_id):
                 self._forget(run_id)
-                await self._forget_writer(run_id)
+                await forget_writer(self.runs, run_id)
 
-    async def _forget_writer(self, run_id: UUID) -> None:
-        """Release the run's writer; one that cannot flush now is dropped (the next reads the log)."""
-        try:
-            await self.runs.release(run_id)
-        except Exception:
-            logger.debug("run %s: writer released without flushing", run_id.hex, exc_info=True)
+
+async def record_failure(runs: RunService, locks: RunLocks, run_id: UUID, error: Exception) -> None:
+    """Record RunFailed; while the store is unavailable, try again with capped backoff until it records
+    it or the process shuts down."""
+    if isinstance(error, StoreUnavailable):
+        reason = f"the store could not record the run's events: {error}"
+    else:
+        reason = f"internal error: {type(error).__name__}: {error}"
+    delay = FAIL_RETRY_FIRST_SECONDS
+    while True:
+        async with locks.of(run_id):
+            try:
+                writer = await runs.writer(run_id)
+                writer.executing = False  # what it reads back may be its own last append
+                if not writer.run.status.is_terminal:
+                    await writer.decide(partial(fail_run, error=reason))
+                return
+            except StoreUnavailable as still:
+                if delay == FAIL_RETRY_FIRST_SECONDS:
+                    logger.warning("run %s: cannot record its failure yet (%s); retrying", run_id.hex, still)
+                await forget_writer(runs, run_id)
+            except Exception:
+                logger.exception("could not record the failure of run %s", run_id.hex)
+                return
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, FAIL_RETRY_MAX_SECONDS)
+
+
+async def forget_writer(runs: RunService, run_id: UUID) -> None:
+    """Release the run's writer; one that cannot flush now is dropped (the next reads the log)."""
+    try:
+        await runs.release(run_id)
+    except Exception:
+        logger.debug("run %s: writer released without flushing", run_id.hex, exc_info=True)
