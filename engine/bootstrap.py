@@ -18,8 +18,9 @@ from engine.context.access import VisitContextTools
 from engine.context.tokens import ContextTokens
 from engine.context.views import ContextReader
 from engine.dispatch import JobDispatch
-from engine.execution import Engine, RunExecutor
+from engine.execution import Engine, RunExecutor, RunLocks, RunTasks, session_tools
 from engine.execution.models import build_registry
+from engine.execution.ports import ContextTools
 from engine.hermes import DEMO_DIR as HERMES_DEMO_DIR
 from engine.readmodel import ReadModel
 from engine.runs.service import RunService
@@ -139,10 +140,12 @@ def tune_collector() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
 
-def build_services(settings: Settings, *, encode_frame: FrameEncoder) -> Services:
+def build_services(settings: Settings, *, encode_frame: FrameEncoder,
+                   context_tools: ContextTools | None = None) -> Services:
     """Wire the store, the hot read side, the run service and the keys (nothing connects yet).
 
     `encode_frame` is the HTTP edge's SSE framing (`api.sse.encode_frame`): the engine keeps frames, not Litestar.
+    `context_tools` replaces what hands model visits their context tools (tests hand in fakes).
     """
     location = parse_database_url(settings.store.database_url)
     sync_store = EventStore(location)
@@ -161,20 +164,19 @@ def build_services(settings: Settings, *, encode_frame: FrameEncoder) -> Service
     registry = build_registry(settings.engine)
     catalogue = Catalogue(store, model_ids=registry.model_ids)
     workspace = Workspace(settings.workspaces_dir)
-    context_tools = VisitContextTools(tokens, settings.context, base_url=f"http://127.0.0.1:{settings.port}")
-    engine = Engine(
-        runs=runs, workflows=catalogue, workspace=workspace, settings=settings.engine,
-        registry=registry, context_tools=context_tools,
-    )
+    visit_tools = VisitContextTools(tokens, settings.context, base_url=f"http://127.0.0.1:{settings.port}")
+    tools = session_tools(settings.engine, registry, workspace, visit_tools if context_tools is None else context_tools)
+    # The engine in order, with no setter: its run tasks, the dispatch that calls them, then its commands.
+    tasks = RunTasks(runs, catalogue, tools, RunLocks())
     tail, dispatch = None, None
     if location.kind == "postgres":
         tail = PostgresTail(
-            location, sync_store.mapper, wanted=lambda run_id, at: hub.wants(run_id, at) or engine.executing(run_id),
-            deliver=partial(_deliver_foreign, hub, engine), local_appends_done=store.appends_done,
+            location, sync_store.mapper, wanted=lambda run_id, at: hub.wants(run_id, at) or tasks.executing(run_id),
+            deliver=partial(_deliver_foreign, hub, tasks), local_appends_done=store.appends_done,
         )
         store.on_appended = tail.appended_here
-        dispatch = JobDispatch(location, settings.dispatch, execute=engine.execute_here, on_stop=engine.stop_taking_runs)
-        engine.dispatch = dispatch
+        dispatch = JobDispatch(location, settings.dispatch, execute=tasks.execute_here, on_stop=tasks.stop_taking_runs)
+    engine = Engine(runs, tasks, dispatch=dispatch)
     return Services(
         settings=settings, store=store, hub=hub, runs=runs, keys=KeyRing(settings.api_keys),
         catalogue=catalogue, workspace=workspace, tail=tail, engine=engine, tokens=tokens,
@@ -182,11 +184,11 @@ def build_services(settings: Settings, *, encode_frame: FrameEncoder) -> Service
             runs, hub, tokens, enabled=settings.context.enabled,
             hot_retention_seconds=settings.stream.hot_retention_seconds,
         ),
-        context_tools=context_tools, read_model=ReadModel(store), dispatch=dispatch,
+        context_tools=visit_tools, read_model=ReadModel(store), dispatch=dispatch,
     )
 
 
-def _deliver_foreign(hub: LiveHub, engine: Engine, events: Sequence[Any]) -> None:
+def _deliver_foreign(hub: LiveHub, tasks: RunTasks, events: Sequence[Any]) -> None:
     """Events other processes appended: to the hot runs, and a cancel to the run's task when it executes here."""
     hub.publish(events)
-    engine.foreign_events(events)
+    tasks.foreign_events(events)

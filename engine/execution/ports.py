@@ -1,17 +1,21 @@
-"""What execution needs from outside itself, as Protocols: the context tools and the catalogue.
+"""Execution's ports, as Protocols: what it needs from outside itself, and what the outside sees of it.
 
-The context package implements `ContextTools`; the composition root hands an implementation
-to the engine. Execution never imports the packages that implement these.
+It needs the context tools, the catalogue and (PostgreSQL) a dispatch: the context package
+implements `ContextTools`, the dispatch package `RunDispatch`, and the composition root hands
+implementations to the engine; execution never imports the packages that implement these.
+The rest of the service sees the engine as a `RunExecutor`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 from uuid import UUID
 
 from domain.catalogue import WorkflowEntry
 from engine.llm.types import ToolSpec
+
+CancelOutcome = Literal["requested", "already_requested", "already_finished"]
 
 
 class Toolbox(Protocol):
@@ -53,4 +57,44 @@ class WorkflowVersions(Protocol):
 
     async def load(self) -> None:
         """Fold the versions published since it last read the log (by another process too)."""
+        ...
+
+
+class RunDispatch(Protocol):
+    """Hands runs to whichever replica takes them (PostgreSQL: a procrastinate job per run)."""
+
+    async def defer(self, run_id: UUID) -> None:
+        """Queue the run's execution (exactly one replica executes a run at a time)."""
+        ...
+
+    async def queued(self, run_ids: Sequence[UUID]) -> set[UUID]:
+        """The runs among these that already have a job waiting or executing."""
+        ...
+
+
+class RunExecutor(Protocol):
+    """What the rest of the service asks of whatever executes runs."""
+
+    async def start(self, run_id: UUID) -> None:
+        """Record the start and begin executing."""
+        ...
+
+    async def answer(self, run_id: UUID, clarify_id: str, answer: str) -> bool:
+        """Record the answer; True when the run took it up at once."""
+        ...
+
+    async def cancel(self, run_id: UUID) -> CancelOutcome:
+        """Record a cancel request (or say why none was needed)."""
+        ...
+
+    async def requeue_orphans(self, running: Sequence[tuple[UUID, int]]) -> list[UUID]:
+        """Queue a job for each of these runs that needs execution and has none."""
+        ...
+
+    async def recover(self) -> None:
+        """Take up the runs that were executing when the process stopped."""
+        ...
+
+    async def close(self) -> None:
+        """Stop executing; the log keeps where every run stands."""
         ...

@@ -208,17 +208,18 @@ class FakeToolbox:
         return '{"data": {"text": "earlier"}}'
 
 
-async def test_model_visits_get_context_tools_with_a_token_that_ends_with_the_visit(services):
+async def test_model_visits_get_context_tools_with_a_token_that_ends_with_the_visit(store, tmp_path):
     tokens, boxes = FakeTokens(), []
-    services.engine.context_tools = FakeContextTools(tokens, boxes)
     work = node("work", "llm", model_id="scripted", script=[
         [{"tool_call": {"name": "get_node_output", "arguments": {"nodeId": "input"}}}], text_turn("used it"),
     ])
-    await services.catalogue.publish(workflow("ctx", [node("input", "userInput"), work, OUT],
-                                              [edge("input", "work"), edge("work", "out")]))
-    run_id = await start(services, "ctx")
-    await wait_until(services, run_id)
-    events = await events_of(services, run_id)
+    async with running(engine_settings(store, tmp_path / "data"),
+                       context_tools=FakeContextTools(tokens, boxes)) as services:
+        await services.catalogue.publish(workflow("ctx", [node("input", "userInput"), work, OUT],
+                                                  [edge("input", "work"), edge("work", "out")]))
+        run_id = await start(services, "ctx")
+        await wait_until(services, run_id)
+        events = await events_of(services, run_id)
     visit = next(e for e in of_type(events, ev.VisitStarted) if e.node_id == "work")
     assert tokens.issued == [(run_id, visit.visit_uuid)] and tokens.invalidated == tokens.issued
     assert boxes[0].calls == [("get_node_output", {"nodeId": "input"})]

@@ -15,6 +15,7 @@ from domain import events as ev
 from domain.run import Run, RunStatus
 from engine.bootstrap import Services, build_services
 from engine.execution import RunExecutor
+from engine.execution.ports import ContextTools
 from engine.runs.creation import NewRun
 from engine.settings import EngineSettings, Settings
 from tests.support.server import server_settings
@@ -31,9 +32,9 @@ def engine_settings(store: str, data_dir: Path, *, load_demos: bool = True, coal
 
 
 @contextlib.asynccontextmanager
-async def running(settings: Settings) -> AsyncIterator[Services]:
-    """Started services (engine included), closed afterwards."""
-    services = build_services(settings, encode_frame=encode_frame)
+async def running(settings: Settings, *, context_tools: ContextTools | None = None) -> AsyncIterator[Services]:
+    """Started services (engine included, with these context tools if given), closed afterwards."""
+    services = build_services(settings, encode_frame=encode_frame, context_tools=context_tools)
     await services.start()
     try:
         yield services

@@ -12,7 +12,7 @@ import httpx
 from tests.support.process import ROOT, ServerProcess
 
 RECOVERING = "recovering run"
-"""What the log says when start-up takes over a run the last process was executing (engine/execution/engine.py);
+"""What the log says when start-up takes over a run the last process was executing (engine/execution/recovery.py);
 a test that kills the process "during recovery" waits for it."""
 
 
