@@ -15,13 +15,31 @@ import types
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, NamedTuple, TypeVar, get_args, get_origin, get_type_hints
+from typing import (
+    Annotated,
+    Any,
+    ClassVar,
+    Literal,
+    NamedTuple,
+    Protocol,
+    TypeVar,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
 import msgspec
 from msgspec import Meta
 
+
+class SettingsGroup(Protocol):
+    """A settings dataclass (what `dataclasses.fields` takes)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+
 S = TypeVar("S", bound=msgspec.Struct)
-T = TypeVar("T")
+T = TypeVar("T", bound=SettingsGroup)
 
 PREFIX = "FLOWTRAIL_"
 FOREIGN_PREFIXES = ("FLOWTRAIL_TEST_", "FLOWTRAIL_BENCH_")
@@ -47,7 +65,7 @@ def setting(env: str, description: str, *, secret: bool = False, accepts: str = 
 
 def decode_json_list(variable: str, raw: str, item: type[S]) -> tuple[S, ...]:
     """The JSON list of objects in a variable; anything else (an unknown field too) is a SettingsError naming it."""
-    wanted: Any = tuple[item, ...]  # type: ignore[valid-type]  # the item type is the caller's
+    wanted = types.GenericAlias(tuple, (item, ...))
     try:
         decoded: tuple[S, ...] = msgspec.json.decode(raw.encode(), type=wanted)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -112,7 +130,7 @@ def read_section(cls: type[T], env: Mapping[str, str]) -> T:
     """One settings dataclass filled from the variables that are set (empty counts as unset)."""
     hints = get_type_hints(cls, include_extras=True)
     values: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]  # T is always one of the settings dataclasses
+    for f in dataclasses.fields(cls):
         hint = hints[f.name]
         if isinstance(hint, type) and dataclasses.is_dataclass(hint):
             values[f.name] = read_section(hint, env)

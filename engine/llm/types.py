@@ -265,16 +265,15 @@ class LlmHttpError(LlmError):
         self.status = status
         self.body_excerpt = body_excerpt
         self.retry_after = retry_after
+        self.code = f"HTTP_{status}"
+        """`HTTP_` and the status, e.g. `HTTP_429`."""
+        self.retryable = status >= 500 or status in (408, 429)
+        """Server errors, 408 and 429 are worth retrying; other client errors are not."""
         phrase = _STATUS_PHRASES.get(status, "client error" if status < 500 else "server error")
         message = f"model endpoint answered {status}: {phrase}"
         if body_excerpt:
             message += f" - {body_excerpt}"
         super().__init__(message)
-
-    @property
-    def code(self) -> str:  # type: ignore[override]  # a property where the base has a field
-        """`HTTP_` and the status, e.g. `HTTP_429`."""
-        return f"HTTP_{self.status}"
 
     @property
     def is_client_error(self) -> bool:
@@ -285,8 +284,3 @@ class LlmHttpError(LlmError):
     def is_server_error(self) -> bool:
         """True for 5xx answers."""
         return self.status >= 500
-
-    @property
-    def retryable(self) -> bool:  # type: ignore[override]  # a property where the base has a field
-        """Server errors, 408 and 429 are worth retrying; other client errors are not."""
-        return self.is_server_error or self.status in (408, 429)

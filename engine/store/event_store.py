@@ -80,10 +80,14 @@ class EventStore:
             raise StoreUnreachable(
                 f"FLOWTRAIL_DATABASE_URL: cannot open the SQLite file {location.sqlite_path}: {error}"
             ) from None
+        recorder: Any = self.app.recorder  # SQLite's or PostgreSQL's: both have a datastore and an events table
         if location.kind == "postgres":
-            tune_pool(self.app.recorder.datastore.pool)  # type: ignore[attr-defined]  # the PostgreSQL recorder's
-        self.mapper: MsgspecMapper = self.app.mapper  # type: ignore[assignment]  # construct_mapper made it ours
-        self.events_table: str = self.app.recorder.events_table_name  # type: ignore[attr-defined]  # both recorders have it; the base type does not say
+            tune_pool(recorder.datastore.pool)
+        mapper = self.app.mapper
+        assert isinstance(mapper, MsgspecMapper), "construct_mapper makes ours"
+        self.mapper = mapper
+        self.events_table: str = recorder.events_table_name
+        self._datastore: Any = recorder.datastore
         self.after_append: Callable[[Sequence[Any], list[int]], None] | None = None
         """Called with each append's events and notification ids once they are stored (the run read model's feed)."""
 
@@ -128,7 +132,7 @@ class EventStore:
 
     def _stored_row(self, stream_id: UUID, position: int) -> tuple[int, str, bytes] | None:
         """(notification id, topic, state) of the row at a stream position."""
-        datastore: Any = self.app.recorder.datastore  # type: ignore[attr-defined]  # both recorders have one
+        datastore = self._datastore
         if self.location.kind == "sqlite":
             select = f'SELECT rowid, topic, state FROM "{self.events_table}" WHERE originator_id = ? AND originator_version = ?'
             with datastore.transaction(commit=False) as cursor:

@@ -11,14 +11,26 @@ from functools import reduce
 from typing import Any
 
 import msgspec
-from eventsourcing.persistence import Mapper, MapperDeserialisationError, StoredEvent
+from eventsourcing.persistence import Mapper, MapperDeserialisationError, StoredEvent, Transcoder
+
+
+class _NoTranscoding(Transcoder):
+    """The library's transcoder slot, unused: msgspec encodes and decodes whole events."""
+
+    def encode(self, obj: Any) -> bytes:
+        """Never called."""
+        raise NotImplementedError
+
+    def decode(self, data: bytes) -> Any:
+        """Never called."""
+        raise NotImplementedError
 
 
 class MsgspecMapper(Mapper):
     """Encodes events as JSON with msgspec; decodes by tag through one long-lived decoder."""
 
     def __init__(self, event_types: Sequence[type[msgspec.Struct]]) -> None:
-        super().__init__(transcoder=None)  # type: ignore[arg-type]  # msgspec encodes; the library's transcoder is unused
+        super().__init__(transcoder=_NoTranscoding())
         self.encoder = msgspec.json.Encoder()
         self.decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder(reduce(operator.or_, event_types))
         self.tags = {t: str(t.__struct_config__.tag) for t in event_types}
