@@ -64,10 +64,10 @@ class RunAccess:
         With `first_page`, a cold run is returned while it is still being loaded (for streams).
         """
         hot = await self.runs.hot(parse_run_id(run_id), first_page=first_page)
-        summary = hot.summary
-        if not may_use(key, summary.workflow_name, summary.workflow_id or 0) or not sees_run(key, summary.caller_key_id):
+        created = hot.summary.created
+        if not may_use(key, created.workflow_name, created.workflow_id) or not sees_run(key, created.caller_key_id):
             raise RunNotFound(run_id)
-        if workflow is not None and not self._names(workflow, summary.workflow_name, summary.workflow_id):
+        if workflow is not None and not self._names(workflow, created.workflow_name, created.workflow_id):
             raise RunNotFound(run_id)
         return hot
 
