@@ -1,4 +1,4 @@
-"""Stored kind, mode and node-type fields take only the model's values, and decisions refuse any other."""
+"""Stored kind, mode, node-type and purpose fields take only the model's values, and decisions refuse any other."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from domain import events as ev
 from domain import run as r
 from domain.errors import IllegalTransition
-from domain.vocabulary import NODE_TYPES, RUN_MODES, STREAM_KINDS
+from domain.vocabulary import MODEL_CALL_PURPOSES, NODE_TYPES, RUN_MODES, STREAM_KINDS
 from domain.workflow import WorkflowDefinition
 
 AT = datetime(2026, 7, 1, tzinfo=UTC)
@@ -65,3 +65,12 @@ def test_a_stored_event_with_a_value_outside_its_vocabulary_does_not_decode():
     raw = msgspec.json.encode(event).replace(b'"thinking"', b'"shouting"')
     with pytest.raises(msgspec.ValidationError, match="kind"):
         msgspec.json.decode(raw, type=ev.NodeStreamed)
+
+
+def test_a_model_call_is_for_a_node_a_reformat_or_the_planner_and_nothing_else_decodes():
+    assert values_of(ev.ModelCalled, "purpose") == set(MODEL_CALL_PURPOSES) == {"node", "reformat", "planner"}
+    event = ev.ModelCalled(originator_id=uuid4(), originator_version=3, timestamp=AT, visit_uuid="v1", node_id="n",
+                           model_id="m", purpose="reformat", attempt=1, latency_ms=1.0)
+    raw = msgspec.json.encode(event).replace(b'"reformat"', b'"chat"')
+    with pytest.raises(msgspec.ValidationError, match="purpose"):
+        msgspec.json.decode(raw, type=ev.ModelCalled)
