@@ -79,7 +79,5 @@ def create_app(services: Services) -> Litestar:
         debug=False,
         logging_config=None,  # the process's logging is configured once (engine.observability.logs)
     )
-    app.asgi_handler = AccessLog(
-        StoreDeadline(app.asgi_handler, services.settings.store.request_timeout_seconds), services.keys,
-    )
+    app.asgi_handler = AccessLog(StoreDeadline(app.asgi_handler, services.settings.store.request_timeout_seconds))
     return app

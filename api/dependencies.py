@@ -14,6 +14,7 @@ from litestar import Request
 from litestar.di import Dependency, Provide
 from litestar.params import PathParameter, SkipValidationMarker
 
+from api.access_log import CALLER_KEY_ID
 from api.errors import ApiError
 from api.limits import KeyLimits
 from api.schemas import RUN_ID_DESCRIPTION, WORKFLOW_NAME_DESCRIPTION
@@ -121,6 +122,7 @@ def service_dependencies(services: Services) -> dict[str, Provide]:
 
     async def caller(request: Request[Any, Any, Any]) -> ApiKey:
         key = keys.authenticate(request.headers.get("x-api-key"))
+        request.state[CALLER_KEY_ID] = key.key_id()  # the access log's key id, so it need not authenticate again
         limits.admit(key)
         return key
 
