@@ -8,7 +8,6 @@ import time
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.paths import CONTEXT, HEALTH, METRICS, READY
-from engine.access import KeyRing, Unauthorized
 from engine.observability.metrics import CONTEXT_QUERIES, HTTP_DURATION, HTTP_REQUESTS
 
 logger = logging.getLogger("flowtrail.access")
@@ -16,14 +15,15 @@ UNMATCHED = "(unmatched)"
 """The route of a request no route matched (its path is not logged: it is the caller's text)."""
 QUIET_ROUTES = frozenset({HEALTH, READY, METRICS})
 """Probes and scrapes: logged at DEBUG, so a load balancer's polling does not fill the log."""
+CALLER_KEY_ID = "flowtrail.caller_key_id"
+"""The key of the scope's `state` under which the `caller` dependency leaves the authenticated key's id."""
 
 
 class AccessLog:
     """Logs method, route template, status, duration and key id of each request; never the key or a token."""
 
-    def __init__(self, app: ASGIApp, keys: KeyRing) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self.keys = keys
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve the request through the app, then log and count it."""
@@ -59,11 +59,6 @@ class AccessLog:
         logger.log(level, "request", extra=fields)
 
     def _key_id(self, scope: Scope) -> str:
-        """The stable id of the request's API key; `-` when it sent none or an unknown one."""
-        presented = next((value for name, value in scope["headers"] if name == b"x-api-key"), None)
-        if presented is None:
-            return "-"
-        try:
-            return self.keys.authenticate(presented.decode("latin-1")).key_id()
-        except Unauthorized:
-            return "-"
+        """The stable id of the key the request was served for; `-` when no key was authenticated."""
+        key_id: str = scope.get("state", {}).get(CALLER_KEY_ID, "-")
+        return key_id

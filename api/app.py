@@ -16,12 +16,11 @@ from api.context import handle_context_error, is_context_path
 from api.dependencies import service_dependencies
 from api.docs import docs_assets, redoc_plugin, swagger_ui_plugin
 from api.errors import handle_exception
-from api.health import MetricsController
+from api.health import MetricsController, Readiness
 from api.routes import CONTROLLERS
 from api.store_deadline import StoreDeadline
 from engine.bootstrap import Services, tune_collector
 from engine.llm import SCRIPTED_ID
-from engine.observability.readiness import Readiness
 
 
 async def load_stream_backend() -> None:
@@ -78,7 +77,5 @@ def create_app(services: Services) -> Litestar:
         debug=False,
         logging_config=None,  # the process's logging is configured once (engine.observability.logs)
     )
-    app.asgi_handler = AccessLog(
-        StoreDeadline(app.asgi_handler, services.settings.store.request_timeout_seconds), services.keys,
-    )
+    app.asgi_handler = AccessLog(StoreDeadline(app.asgi_handler, services.settings.store.request_timeout_seconds))
     return app

@@ -14,6 +14,7 @@ from litestar import Request
 from litestar.di import Dependency, Provide
 from litestar.params import PathParameter, SkipValidationMarker
 
+from api.access_log import CALLER_KEY_ID
 from api.errors import ApiError
 from api.limits import KeyLimits
 from api.schemas import RUN_ID_DESCRIPTION, WORKFLOW_NAME_DESCRIPTION
@@ -63,10 +64,10 @@ class RunAccess:
         With `first_page`, a cold run is returned while it is still being loaded (for streams).
         """
         hot = await self.runs.hot(parse_run_id(run_id), first_page=first_page)
-        summary = hot.summary
-        if not may_use(key, summary.workflow_name, summary.workflow_id or 0) or not sees_run(key, summary.caller_key_id):
+        created = hot.summary.created
+        if not may_use(key, created.workflow_name, created.workflow_id) or not sees_run(key, created.caller_key_id):
             raise RunNotFound(run_id)
-        if workflow is not None and not self._names(workflow, summary.workflow_name, summary.workflow_id):
+        if workflow is not None and not self._names(workflow, created.workflow_name, created.workflow_id):
             raise RunNotFound(run_id)
         return hot
 
@@ -120,6 +121,7 @@ def service_dependencies(services: Services) -> dict[str, Provide]:
 
     async def caller(request: Request[Any, Any, Any]) -> ApiKey:
         key = keys.authenticate(request.headers.get("x-api-key"))
+        request.state[CALLER_KEY_ID] = key.key_id()  # the access log's key id, so it need not authenticate again
         limits.admit(key)
         return key
 

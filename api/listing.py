@@ -20,13 +20,12 @@ from api.dependencies import Injected, visible_workflow
 from api.envelope import Envelope, ok
 from api.errors import validation_failed
 from api.paths import RUNS
-from api.schemas import RunListItem, RunPage, error_responses
+from api.schemas import RunPage, error_responses
 from engine.access import ApiKey
 from engine.catalogue import Catalogue
 from engine.readmodel import ReadModel, RunQuery
 from engine.readmodel.table import micros
-from projections.run_row import RunRow
-from projections.wire import iso_utc
+from projections.run_row import RunRow, list_item
 
 MAX_LIMIT = 200
 DEFAULT_LIMIT = 50
@@ -83,17 +82,6 @@ def parse_cursor(raw: str | None) -> tuple[int, str] | None:
     if found is None or not raw.isascii():
         raise validation_failed(f"cursor {raw[:64]!r} is not a cursor this service handed out")
     return int(found.group(1)), found.group(2)
-
-
-def list_item(row: RunRow) -> RunListItem:
-    """A stored row as the listing shows it."""
-    return RunListItem(
-        run_id=row.run_id, workflow_name=row.workflow_name, workflow_id=row.workflow_id,
-        workflow_version=row.workflow_version, status=row.status, owner_key_id=row.owner_key_id,
-        cancel_requested=row.cancel_requested, cancelled=row.cancelled, created_at=iso_utc(row.created_at),
-        started_at=iso_utc(row.started_at), completed_at=iso_utc(row.completed_at), error_code=row.error_code,
-        prompt_tokens=row.prompt_tokens, completion_tokens=row.completion_tokens, last_event_id=row.last_event_id,
-    )
 
 
 def visible_query(caller: ApiKey, *, limit: int, statuses: Sequence[str] | None, created_after: str | None,

@@ -114,9 +114,9 @@ async def start_quietly(engine: RunExecutor, run_id: UUID) -> None:
 
 def node_known(catalogue: Catalogue, hot: HotRun, node_id: str) -> bool:
     """True when the run's workflow version has a node with this id."""
-    summary = hot.summary
+    created = hot.summary.created
     try:
-        entry = catalogue.version(summary.workflow_name, summary.workflow_version or 0)
+        entry = catalogue.version(created.workflow_name, created.workflow_version)
     except WorkflowNotFound:
         return False
     return any(node.id == node_id for node in entry.definition.nodes)
@@ -272,7 +272,7 @@ class RunController(Controller):
         self, run: Injected[HotRun], workspace: Injected[Workspace],
     ) -> Stream:
         """Every file of the run's workspace, zipped on the fly."""
-        name = f"{run.summary.workflow_name}-{run.run_id.hex}.zip"
+        name = f"{run.summary.created.workflow_name}-{run.run_id.hex}.zip"
         return Stream(
             zip_chunks(workspace.path_for(run.run_id)),
             media_type="application/zip",

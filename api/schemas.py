@@ -24,7 +24,7 @@ from litestar.openapi.spec import (
 )
 from litestar.params import PathParameter
 
-from projections.payloads import SSE_PAYLOADS, Camel, NodeView, PauseView, RunStatusName, SsePayload
+from projections.payloads import SSE_PAYLOADS, Camel, NodeView, PauseView, RunListItem, RunStatusName, SsePayload
 from projections.payloads import LogEntry as LogEntry  # the node logs answer
 
 MAX_TTL_HOURS = 87_600
@@ -191,26 +191,6 @@ class CancelResult(Camel):
     status: RunStatusName
     cancel_requested: bool
     cancelled: bool
-
-
-class RunListItem(Camel):
-    """One run in a listing: the stored run row (`projections.run_row.RunRow`)."""
-
-    run_id: str
-    workflow_name: str
-    workflow_id: int
-    workflow_version: int
-    status: RunStatusName
-    owner_key_id: str
-    cancel_requested: bool
-    cancelled: bool
-    created_at: str
-    started_at: str | None
-    completed_at: str | None
-    error_code: str | None
-    prompt_tokens: int
-    completion_tokens: int
-    last_event_id: int
 
 
 class RunPage(Camel):

@@ -14,7 +14,8 @@ from projections.wire import iso_utc
 
 def run_path(summary: RunSummary) -> str:
     """`/api/v1/workflows/{workflowName}/runs/{runId}`."""
-    return f"{API}/workflows/{quote(summary.workflow_name, safe='')}/runs/{summary.run_id}"
+    created = summary.created
+    return f"{API}/workflows/{quote(created.workflow_name, safe='')}/runs/{created.originator_id.hex}"
 
 
 def run_links(summary: RunSummary) -> RunLinks:
@@ -25,24 +26,26 @@ def run_links(summary: RunSummary) -> RunLinks:
 
 def created_view(summary: RunSummary) -> CreatedRun:
     """The answer to run creation."""
+    created = summary.created
     return CreatedRun(
-        run_id=summary.run_id or "",
-        workflow_id=summary.workflow_id or 0,
-        workflow_name=summary.workflow_name,
-        display_name=summary.display_name,
+        run_id=created.originator_id.hex,
+        workflow_id=created.workflow_id,
+        workflow_name=created.workflow_name,
+        display_name=created.display_name,
         status=summary.external_status,
-        created_at=iso_utc(summary.created_at) or "",
+        created_at=iso_utc(created.timestamp),
         links=run_links(summary),
     )
 
 
 def started_view(summary: RunSummary) -> StartedRun:
     """The answer to a start: the run is RUNNING from here on."""
+    created = summary.created
     return StartedRun(
-        run_id=summary.run_id or "",
-        workflow_id=summary.workflow_id or 0,
-        workflow_name=summary.workflow_name,
-        display_name=summary.display_name,
+        run_id=created.originator_id.hex,
+        workflow_id=created.workflow_id,
+        workflow_name=created.workflow_name,
+        display_name=created.display_name,
         status="RUNNING",
         started_at=iso_utc(summary.started_at),
         links=run_links(summary),
@@ -52,15 +55,16 @@ def started_view(summary: RunSummary) -> StartedRun:
 def run_view(hot: HotRun, index: VisitIndex, file_count: int, total_bytes: int) -> RunView:
     """`GET run`: status, times, outputs, nodes (from `index`, the run's whole visit index) and workspace."""
     summary = hot.summary
+    created = summary.created
     base = run_path(summary)
     nodes = node_list(index, logs_url=lambda node_id: f"{base}/nodes/{quote(node_id, safe='')}/logs")
     return RunView(
-        run_id=summary.run_id or "",
-        workflow_id=summary.workflow_id or 0,
-        workflow_name=summary.workflow_name,
-        display_name=summary.display_name,
+        run_id=created.originator_id.hex,
+        workflow_id=created.workflow_id,
+        workflow_name=created.workflow_name,
+        display_name=created.display_name,
         status=summary.external_status,
-        created_at=iso_utc(summary.created_at),
+        created_at=iso_utc(created.timestamp),
         started_at=iso_utc(summary.started_at),
         completed_at=iso_utc(summary.completed_at),
         error=summary.error,
@@ -75,4 +79,5 @@ def run_view(hot: HotRun, index: VisitIndex, file_count: int, total_bytes: int) 
 
 def state_view(summary: RunSummary) -> RunState:
     """`GET state`: `{runId, status, currentPause}`."""
-    return RunState(run_id=summary.run_id or "", status=summary.external_status, current_pause=summary.current_pause)
+    run_id = summary.created.originator_id.hex
+    return RunState(run_id=run_id, status=summary.external_status, current_pause=summary.current_pause)

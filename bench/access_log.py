@@ -1,7 +1,7 @@
 """Access log: the CPU time the access layer adds to one request, around a bare ASGI app.
 
-The layer logs one line (to memory), counts the request in the HTTP metrics and finds the
-caller's key id among two keys; the bare app answers at once. CPU time (`process_time`), not
+The layer logs one line (to memory), counts the request in the HTTP metrics and reads the
+caller's key id that the `caller` dependency left in the scope; the bare app answers at once. CPU time (`process_time`), not
 wall time, so a busy shared machine changes the figure less. Printed, never asserted.
 
     python -m bench.access_log [--requests 20000] [--format json|text]
@@ -16,8 +16,7 @@ import logging
 import time
 from typing import Any
 
-from api.access_log import AccessLog
-from engine.access import ApiKey, KeyRing
+from api.access_log import CALLER_KEY_ID, AccessLog
 from engine.observability.logs import configure_logging
 
 SCOPE: dict[str, Any] = {"type": "http", "method": "GET", "headers": [(b"x-api-key", b"second")]}
@@ -25,6 +24,7 @@ SCOPE: dict[str, Any] = {"type": "http", "method": "GET", "headers": [(b"x-api-k
 
 async def bare(scope: Any, receive: Any, send: Any) -> None:
     scope["path_template"] = "/api/v1/workflows/{workflowName}/runs/{runId}"
+    scope["state"] = {CALLER_KEY_ID: "b"}
     await send({"type": "http.response.start", "status": 200, "headers": []})
     await send({"type": "http.response.body", "body": b"{}"})
 
@@ -50,11 +50,10 @@ async def main(requests: int, log_format: str) -> None:
     handler = logging.getLogger().handlers[0]
     assert isinstance(handler, logging.StreamHandler)
     handler.setStream(io.StringIO())
-    keys = KeyRing((ApiKey(key="first", id="a"), ApiKey(key="second", id="b")))
     plain = await cpu_per_request(bare, requests)
-    logged = await cpu_per_request(AccessLog(bare, keys), requests)
+    logged = await cpu_per_request(AccessLog(bare), requests)
     logging.getLogger().setLevel(logging.WARNING)
-    counted = await cpu_per_request(AccessLog(bare, keys), requests)
+    counted = await cpu_per_request(AccessLog(bare), requests)
     print(f"bare app: {plain:.1f} us CPU per request")
     print(f"with the access layer, {log_format} line logged: {logged:.1f} us")
     print(f"with the access layer, line below the level (metrics and key id only): {counted:.1f} us")

@@ -11,7 +11,7 @@ from uuid import UUID
 
 import msgspec
 
-from domain.vocabulary import NodeType, RunMode, StreamKind
+from domain.vocabulary import ModelCallPurpose, NodeType, RunMode, StreamKind
 
 JSON = dict[str, Any]
 
@@ -162,7 +162,7 @@ class ModelCalled(RunEvent, frozen=True, tag="ModelCalled"):
     visit_uuid: str
     node_id: str
     model_id: str
-    purpose: str
+    purpose: ModelCallPurpose
     attempt: int
     latency_ms: float
     prompt_tokens: int = 0

@@ -27,7 +27,15 @@ from domain.run_state import PendingClarify as PendingClarify
 from domain.run_state import evolve as evolve
 from domain.run_state import evolve_all as evolve_all
 from domain.run_state import fold as fold
-from domain.vocabulary import NodeType, RunMode, StreamKind, is_node_type, is_run_mode, is_stream_kind
+from domain.vocabulary import (
+    NodeType,
+    RunMode,
+    StreamKind,
+    is_model_call_purpose,
+    is_node_type,
+    is_run_mode,
+    is_stream_kind,
+)
 
 
 def _next(run: Run, at: datetime) -> dict[str, Any]:
@@ -297,16 +305,13 @@ def fail_run(run: Run, at: datetime, *, error: str) -> ev.RunFailed:
     return ev.RunFailed(**_next(run, at), error=error)
 
 
-MODEL_CALL_PURPOSES = ("node", "reformat", "planner")
-
-
 def record_model_call(
     run: Run, at: datetime, *, visit_uuid: str, node_id: str, model_id: str, purpose: str, attempt: int,
     latency_ms: float, prompt_tokens: int = 0, completion_tokens: int = 0, finish_reason: str = "",
     prompt_sha256: str = "", error_code: str | None = None,
 ) -> ev.ModelCalled:
     """Record one ended model call: of an open visit (node, reformat), or of the planner (no visit)."""
-    if purpose not in MODEL_CALL_PURPOSES:
+    if not is_model_call_purpose(purpose):
         raise IllegalTransition(f"unknown model call purpose {purpose!r}", run_id=run.id.hex)
     if purpose == "planner" and not visit_uuid:
         _check_executing(run, "record a model call")

@@ -1,6 +1,6 @@
-"""The model's closed vocabularies: run modes, node types, stream kinds, visit statuses.
+"""The model's closed vocabularies: run modes, node types, stream kinds, model call purposes, visit statuses.
 
-Values of the first three are stored in events, so a value may be added but never removed
+Values of the first four are stored in events, so a value may be added but never removed
 or renamed: an old log must keep decoding.
 """
 
@@ -13,11 +13,13 @@ NodeType = Literal["userInput", "llm", "agent", "smartAction", "output"]
 StreamKind = Literal[
     "thinking", "status", "step", "tool_progress", "tool_call", "tool_result", "todo_update", "clarify_request",
 ]
+ModelCallPurpose = Literal["node", "reformat", "planner"]
 VisitStatus = Literal["RUNNING", "SUCCESS", "FAILED", "SKIPPED"]
 
 RUN_MODES: tuple[RunMode, ...] = get_args(RunMode)
 NODE_TYPES: tuple[NodeType, ...] = get_args(NodeType)
 STREAM_KINDS: tuple[StreamKind, ...] = get_args(StreamKind)
+MODEL_CALL_PURPOSES: tuple[ModelCallPurpose, ...] = get_args(ModelCallPurpose)
 VISIT_STATUSES: tuple[VisitStatus, ...] = get_args(VisitStatus)
 
 VISIT_RUNNING: VisitStatus = "RUNNING"
@@ -39,3 +41,8 @@ def is_node_type(value: str) -> TypeGuard[NodeType]:
 def is_stream_kind(value: str) -> TypeGuard[StreamKind]:
     """True for the seed's eight `node_stream` kinds."""
     return value in STREAM_KINDS
+
+
+def is_model_call_purpose(value: str) -> TypeGuard[ModelCallPurpose]:
+    """True for what a model is called for: a node, a reformat of its answer, the planner."""
+    return value in MODEL_CALL_PURPOSES

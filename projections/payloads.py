@@ -1,4 +1,4 @@
-"""The wire shapes projections send: SSE message payloads, visit snapshots, node lists, logs, context bodies.
+"""The wire shapes projections send: SSE message payloads, visit snapshots, node lists, logs, listed runs, context bodies.
 
 camelCase on the wire (`rename="camel"`), snake_case in Python. The field order is the order on
 the wire, kept byte for byte (tests/unit/test_golden_replay.py): `type` is a plain Literal field
@@ -107,6 +107,26 @@ class Decision(Camel, kw_only=True):
     next_node_id: str | None
     reason: str
     from_node_id: str | None
+
+
+class RunListItem(Camel):
+    """One run in a listing: the stored run row (`projections.run_row.RunRow`)."""
+
+    run_id: str
+    workflow_name: str
+    workflow_id: int
+    workflow_version: int
+    status: RunStatusName
+    owner_key_id: str
+    cancel_requested: bool
+    cancelled: bool
+    created_at: str
+    started_at: str | None
+    completed_at: str | None
+    error_code: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    last_event_id: int
 
 
 # --- SSE message payloads (`data:` of each message) ----------------------------------------------

@@ -15,7 +15,7 @@ import msgspec
 from msgspec.structs import replace
 
 from domain import events as ev
-from projections.payloads import RunStatusName
+from projections.payloads import RunListItem, RunStatusName
 from projections.wire import iso_utc
 
 CANCELLED_CODE = "RUN_CANCELLED"
@@ -119,24 +119,17 @@ def fold_rows(row: RunRow | None, events: Iterable[ev.RunEvent]) -> RunRow | Non
     return row
 
 
+def list_item(row: RunRow) -> RunListItem:
+    """A stored row as the listing shows it (camelCase, times as ISO UTC strings)."""
+    return RunListItem(
+        run_id=row.run_id, workflow_name=row.workflow_name, workflow_id=row.workflow_id,
+        workflow_version=row.workflow_version, status=row.status, owner_key_id=row.owner_key_id,
+        cancel_requested=row.cancel_requested, cancelled=row.cancelled, created_at=iso_utc(row.created_at),
+        started_at=iso_utc(row.started_at), completed_at=iso_utc(row.completed_at), error_code=row.error_code,
+        prompt_tokens=row.prompt_tokens, completion_tokens=row.completion_tokens, last_event_id=row.last_event_id,
+    )
+
+
 def row_view(row: RunRow | None) -> dict[str, Any] | None:
-    """The row as the listing shows it (camelCase, times as ISO UTC strings)."""
-    if row is None:
-        return None
-    return {
-        "runId": row.run_id,
-        "workflowName": row.workflow_name,
-        "workflowId": row.workflow_id,
-        "workflowVersion": row.workflow_version,
-        "status": row.status,
-        "ownerKeyId": row.owner_key_id,
-        "cancelRequested": row.cancel_requested,
-        "cancelled": row.cancelled,
-        "createdAt": iso_utc(row.created_at),
-        "startedAt": iso_utc(row.started_at),
-        "completedAt": iso_utc(row.completed_at),
-        "errorCode": row.error_code,
-        "promptTokens": row.prompt_tokens,
-        "completionTokens": row.completion_tokens,
-        "lastEventId": row.last_event_id,
-    }
+    """The row as the listing shows it, as plain JSON values (the audit's `runRow`)."""
+    return None if row is None else msgspec.to_builtins(list_item(row))

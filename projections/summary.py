@@ -45,7 +45,7 @@ class RunSummary:
 
     def __init__(self) -> None:
         self._run: Run | None = None
-        self.created: ev.RunCreated | None = None
+        self._created: ev.RunCreated | None = None
         self.started_at: datetime | None = None
         self.completed_at: datetime | None = None
         self.cancel_requested_at: datetime | None = None
@@ -114,67 +114,14 @@ class RunSummary:
         return None if pending is None else pause_view(pending)
 
     @property
-    def run_id(self) -> str | None:
-        """The run's id, 32 hex digits."""
-        return self.created.originator_id.hex if self.created is not None else None
+    def created(self) -> ev.RunCreated:
+        """What the run was created with: its `RunCreated` (a summary is served only after it)."""
+        created = self._created
+        assert created is not None, "a run summary is read only after its RunCreated"
+        return created
 
-    @property
-    def workflow_id(self) -> int | None:
-        """The numeric id of the run's workflow."""
-        return self.created.workflow_id if self.created is not None else None
-
-    @property
-    def workflow_name(self) -> str:
-        """The kebab-case name of the run's workflow."""
-        return self.created.workflow_name if self.created is not None else ""
-
-    @property
-    def workflow_version(self) -> int | None:
-        """The workflow version the run executes."""
-        return self.created.workflow_version if self.created is not None else None
-
-    @property
-    def display_name(self) -> str:
-        """The workflow's display name when the run was created."""
-        return self.created.display_name if self.created is not None else ""
-
-    @property
-    def mode(self) -> str:
-        """DAG or AGENTIC ("" before the run was created)."""
-        return self.created.mode if self.created is not None else ""
-
-    @property
-    def variables(self) -> dict[str, Any]:
-        """The run's variables as the caller sent them."""
-        return self.created.variables if self.created is not None else {}
-
-    @property
-    def uploaded_files(self) -> tuple[str, ...]:
-        """Relative paths of the files uploaded with the run."""
-        return self.created.uploaded_files if self.created is not None else ()
-
-    @property
-    def ttl_hours(self) -> int | None:
-        """How long the run's workspace is kept."""
-        return self.created.ttl_hours if self.created is not None else None
-
-    @property
-    def caller_key_id(self) -> str:
-        """The key that created the run."""
-        return self.created.caller_key_id if self.created is not None else ""
-
-    @property
-    def idempotency_key(self) -> str | None:
-        """The Idempotency-Key the run was created with."""
-        return self.created.idempotency_key if self.created is not None else None
-
-    @property
-    def created_at(self) -> datetime | None:
-        """When the run was created."""
-        return self.created.timestamp if self.created is not None else None
-
-    def _created(self, event: ev.RunCreated) -> None:
-        self.created = event
+    def _set_created(self, event: ev.RunCreated) -> None:
+        self._created = event
 
     def _started(self, event: ev.RunStarted) -> None:
         self.started_at = event.timestamp
@@ -196,27 +143,24 @@ class RunSummary:
         self.prompt_tokens += event.prompt_tokens
         self.completion_tokens += event.completion_tokens
 
-    def state_view(self) -> dict[str, Any]:
-        """`GET /runs/{runId}/state`: `{runId, status, currentPause}`."""
-        return {"runId": self.run_id, "status": self.external_status, "currentPause": self.current_pause}
-
     def as_dict(self) -> dict[str, Any]:
         """Every field, camelCase, timestamps rendered."""
+        created = self.created
         return {
-            "runId": self.run_id,
+            "runId": created.originator_id.hex,
             "status": self.external_status,
             "internalStatus": self.status.value,
-            "workflowId": self.workflow_id,
-            "workflowName": self.workflow_name,
-            "workflowVersion": self.workflow_version,
-            "displayName": self.display_name,
-            "mode": self.mode,
-            "variables": self.variables,
-            "uploadedFiles": list(self.uploaded_files),
-            "ttlHours": self.ttl_hours,
-            "callerKeyId": self.caller_key_id,
-            "idempotencyKey": self.idempotency_key,
-            "createdAt": iso_utc(self.created_at),
+            "workflowId": created.workflow_id,
+            "workflowName": created.workflow_name,
+            "workflowVersion": created.workflow_version,
+            "displayName": created.display_name,
+            "mode": created.mode,
+            "variables": created.variables,
+            "uploadedFiles": list(created.uploaded_files),
+            "ttlHours": created.ttl_hours,
+            "callerKeyId": created.caller_key_id,
+            "idempotencyKey": created.idempotency_key,
+            "createdAt": iso_utc(created.timestamp),
             "startedAt": iso_utc(self.started_at),
             "completedAt": iso_utc(self.completed_at),
             "error": self.error,
@@ -236,7 +180,7 @@ class RunSummary:
 
 # Plain functions, not bound methods: no reference cycle, so a dropped projection is freed at once.
 _SUMMARY_HANDLERS: dict[type, Callable[[Any, Any], None]] = {
-    ev.RunCreated: RunSummary._created,
+    ev.RunCreated: RunSummary._set_created,
     ev.RunStarted: RunSummary._started,
     ev.RunCancelRequested: RunSummary._cancel_requested,
     ev.RunCancelled: RunSummary._cancelled,

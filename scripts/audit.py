@@ -10,14 +10,15 @@ import json
 from contextlib import aclosing
 from typing import Any
 
+import msgspec
+
 from client import FlowtrailClient, RunHandle
-from domain.events import RunEvent
-from engine.store import STORED_EVENT_TYPES
-from engine.store.mapper import MsgspecMapper
+from domain.events import AnyRunEvent, RunEvent
 from projections.audit import diff, rebuild
 from scripts.connect import CommandSettings, api_key, connect, reported, served_key
 
-_mapper = MsgspecMapper(STORED_EVENT_TYPES)
+_decoder = msgspec.json.Decoder(AnyRunEvent)
+"""A run's stored events, decoded by their tags over the domain's union (as the store decodes them)."""
 
 
 async def logged_events(client: FlowtrailClient, run_id: str, upto: int) -> list[RunEvent]:
@@ -27,7 +28,7 @@ async def logged_events(client: FlowtrailClient, run_id: str, upto: int) -> list
         async for line in lines:
             if line.position > upto:
                 break
-            events.append(_mapper.decode_state(line.raw, line.type, line.position))
+            events.append(_decoder.decode(line.raw))
     return events
 
 

@@ -5,14 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from importlib.metadata import version
 
 from engine.catalogue import DEMO_DIR
 from engine.config import SettingsError
 from engine.store import StoreUnreachable
 from scripts.connect import add_connection_options, run_id
-from scripts.runs import add_runs_commands, run_runs_command
+from scripts.runs import add_runs_commands
 
 SETTINGS_REFERENCE = (
     "Settings come from FLOWTRAIL_* environment variables only, read strictly at start-up (an unknown variable or "
@@ -42,12 +43,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run_command(argv: Sequence[str] | None = None) -> int:
     """Parse the command line and run one sub-command."""
+    args = command_parser().parse_args(argv)
+    command: Callable[[argparse.Namespace], int] = args.run
+    return command(args)
+
+
+def command_parser() -> argparse.ArgumentParser:
+    """The `flowtrail` parser; each sub-command's parser names the function that runs it (`run`)."""
     parser = argparse.ArgumentParser(prog="flowtrail", description=__doc__, epilog=SETTINGS_REFERENCE)
     parser.add_argument("--version", action="version", version=f"flowtrail {version('flowtrail')}")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    commands.add_parser("serve", help="run the HTTP service (settings from FLOWTRAIL_* variables)",
-                        description="Run the HTTP service.", epilog=SETTINGS_REFERENCE)
+    serve = commands.add_parser("serve", help="run the HTTP service (settings from FLOWTRAIL_* variables)",
+                                description="Run the HTTP service.", epilog=SETTINGS_REFERENCE)
+    serve.set_defaults(run=_serve)
 
     demo = commands.add_parser("demo", help="start a demo run through the HTTP API and print its stream",
                                description="Start a run through the HTTP API of a running service and print its "
@@ -56,75 +65,97 @@ def run_command(argv: Sequence[str] | None = None) -> int:
     demo.add_argument("workflow", nargs="?", default=None,
                       help="workflow name (default: FLOWTRAIL_DEMO_WORKFLOW, else demo-report)")
     add_connection_options(demo)
+    demo.set_defaults(run=_demo)
 
     config = commands.add_parser("config", help="print the effective settings (secrets masked)",
                                  epilog=SETTINGS_REFERENCE)
     config.add_argument("--json", action="store_true", help="as one JSON object: variable -> {value, source}")
     config.add_argument("--reference", action="store_true", help="every variable as a Markdown table (the README's)")
+    config.set_defaults(run=_config)
 
     export = commands.add_parser("export", help="write a run's events as JSON Lines (read from the service)")
     export.add_argument("run_id", type=run_id)
     export.add_argument("-o", "--output", default="-", help="file to write (default: standard output)")
     add_connection_options(export)
+    export.set_defaults(run=_export)
 
     audit = commands.add_parser("audit", help="rebuild a run's projections from its events and diff them with the service")
     audit.add_argument("run_id", type=run_id)
     add_connection_options(audit)
+    audit.set_defaults(run=_audit)
 
     add_runs_commands(commands)
 
-    commands.add_parser("rebuild-read-model", help="fold every run's listing row afresh from the log and replace the stored rows")
+    rebuild = commands.add_parser("rebuild-read-model",
+                                  help="fold every run's listing row afresh from the log and replace the stored rows")
+    rebuild.set_defaults(run=_rebuild_read_model)
 
     validate = commands.add_parser("validate", help="list every problem of workflow files, each with its JSON path")
     validate.add_argument("files", nargs="*", metavar="FILE", help="workflow definitions (*.json)")
     validate.add_argument("--print-schema", action="store_true", help="print the JSON Schema of workflow definitions")
+    validate.set_defaults(run=partial(_validate, validate))
 
     hermes = commands.add_parser("hermes", help="remote Hermes Agent gateways")
     hermes_commands = hermes.add_subparsers(dest="hermes_command", required=True)
     hermes_check = hermes_commands.add_parser("check", help="probe each configured gateway (exit 1 unless all are ok)")
     hermes_check.add_argument("gateway", nargs="?", default=None, help="only this gateway id")
+    hermes_check.set_defaults(run=_hermes_check)
+    return parser
 
-    args = parser.parse_args(argv)
-    if args.command == "serve":
-        from scripts.serve import serve
 
-        return serve()
-    if args.command == "demo":
-        from scripts.demo import demo as run_demo
+# Each command imports its module only when it runs, so one command does not load the others' dependencies.
 
-        return run_demo(args.workflow, url=args.url, key=args.key)
-    if args.command == "config":
-        from scripts.config import show_config, show_reference
 
-        return show_reference() if args.reference else show_config(as_json=args.json)
-    if args.command == "export":
-        from scripts.export import export_run
+def _serve(args: argparse.Namespace) -> int:
+    from scripts.serve import serve
 
-        return export_run(args.run_id, args.output, url=args.url, key=args.key)
-    if args.command == "audit":
-        from scripts.audit import audit_run
+    return serve()
 
-        return audit_run(args.run_id, url=args.url, key=args.key)
-    if args.command == "rebuild-read-model":
-        from scripts.rebuild_read_model import rebuild_read_model
 
-        return rebuild_read_model()
-    if args.command == "runs":
-        return run_runs_command(args)
-    if args.command == "validate":
-        from scripts.validate import print_schema, validate_files
+def _demo(args: argparse.Namespace) -> int:
+    from scripts.demo import demo
 
-        if args.print_schema:
-            return print_schema()
-        if not args.files:
-            validate.error("give at least one FILE (or --print-schema)")
-        return validate_files(args.files)
-    if args.command == "hermes":
-        from scripts.hermes import check_gateways
+    return demo(args.workflow, url=args.url, key=args.key)
 
-        return check_gateways(args.gateway)
-    parser.error(f"unknown command {args.command}")
-    return 2
+
+def _config(args: argparse.Namespace) -> int:
+    from scripts.config import show_config, show_reference
+
+    return show_reference() if args.reference else show_config(as_json=args.json)
+
+
+def _export(args: argparse.Namespace) -> int:
+    from scripts.export import export_run
+
+    return export_run(args.run_id, args.output, url=args.url, key=args.key)
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from scripts.audit import audit_run
+
+    return audit_run(args.run_id, url=args.url, key=args.key)
+
+
+def _rebuild_read_model(args: argparse.Namespace) -> int:
+    from scripts.rebuild_read_model import rebuild_read_model
+
+    return rebuild_read_model()
+
+
+def _validate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from scripts.validate import print_schema, validate_files
+
+    if args.print_schema:
+        return print_schema()
+    if not args.files:
+        parser.error("give at least one FILE (or --print-schema)")
+    return validate_files(args.files)
+
+
+def _hermes_check(args: argparse.Namespace) -> int:
+    from scripts.hermes import check_gateways
+
+    return check_gateways(args.gateway)
 
 
 if __name__ == "__main__":

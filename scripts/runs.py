@@ -171,6 +171,7 @@ async def answer_run(client: FlowtrailClient, args: argparse.Namespace) -> int:
 def add_runs_commands(commands: Any) -> None:
     """Register `flowtrail runs ...` on the `flowtrail` sub-parsers."""
     runs = commands.add_parser("runs", help="list, show, watch, cancel and answer runs of a running service")
+    runs.set_defaults(run=run_runs_command)
     actions = runs.add_subparsers(dest="action", required=True)
 
     def action(name: str, command: Command, help_text: str) -> argparse.ArgumentParser:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 from domain import run as decide
 from domain.errors import AnswerNotJson
@@ -37,6 +37,7 @@ from projections.wire import to_json
 
 PLANNER_ATTEMPTS = 2
 OUTPUT_PREVIEW_CHARS = 300
+StepKind = Literal["visit", "resume", "plan", "complete", "fail"]
 
 
 class PlannerAnswerInvalid(ValueError):
@@ -47,7 +48,7 @@ class PlannerAnswerInvalid(ValueError):
 class Step:
     """What an AGENTIC run does next."""
 
-    kind: str  # "visit", "resume", "plan", "complete" or "fail"
+    kind: StepKind
     node_id: str | None = None
     visit: VisitProgress | None = None
     error: str = ""

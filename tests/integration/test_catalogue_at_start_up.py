@@ -93,7 +93,7 @@ async def test_a_run_of_an_earlier_version_still_finds_its_version_after_a_chang
     async with running(settings) as services:
         assert services.catalogue.find("notes").version == 2
         summary = (await services.runs.hot(run_id)).summary
-        assert services.catalogue.version("notes", summary.workflow_version or 0).version == 1
+        assert services.catalogue.version("notes", summary.created.workflow_version).version == 1
 
 
 async def test_publishing_refuses_models_that_are_not_configured_and_documents_that_are_not_objects(store, tmp_path):

@@ -1,4 +1,4 @@
-"""Stored kind, mode and node-type fields take only the model's values, and decisions refuse any other."""
+"""Stored kind, mode, node-type and purpose fields take only the model's values, and decisions refuse any other."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import msgspec
 import pytest
 
 from domain import events as ev
-from domain import run as r
+from domain import run as decide
 from domain.errors import IllegalTransition
-from domain.vocabulary import NODE_TYPES, RUN_MODES, STREAM_KINDS
+from domain.vocabulary import MODEL_CALL_PURPOSES, NODE_TYPES, RUN_MODES, STREAM_KINDS
 from domain.workflow import WorkflowDefinition
 
 AT = datetime(2026, 7, 1, tzinfo=UTC)
@@ -20,8 +20,8 @@ FLOW: dict[str, Any] = dict(workflow_id=1, workflow_name="demo", workflow_versio
 
 
 def running():
-    run = r.evolve(None, r.create_run(uuid4(), AT, mode="DAG", **FLOW))
-    return r.evolve(run, r.start_run(run, AT))
+    run = decide.evolve(None, decide.create_run(uuid4(), AT, mode="DAG", **FLOW))
+    return decide.evolve(run, decide.start_run(run, AT))
 
 
 def test_the_seeds_eight_stream_kinds_are_the_ones_a_node_streamed_may_carry():
@@ -47,15 +47,15 @@ def test_a_workflow_and_its_runs_share_one_set_of_modes_and_node_types():
 def test_a_run_of_an_unknown_mode_is_refused():
     mode: Any = "PIPELINE"
     with pytest.raises(IllegalTransition, match="unknown run mode 'PIPELINE'"):
-        r.create_run(uuid4(), AT, mode=mode, **FLOW)
+        decide.create_run(uuid4(), AT, mode=mode, **FLOW)
 
 
 def test_a_visit_of_an_unknown_node_type_is_refused_whether_started_or_skipped():
     with pytest.raises(IllegalTransition, match="unknown node type 'webhook'"):
-        r.start_visit(running(), AT, visit_uuid="v1", node_id="n", node_type="webhook", node_label="N",
+        decide.start_visit(running(), AT, visit_uuid="v1", node_id="n", node_type="webhook", node_label="N",
                       iter_seq=1, sort_order=1)
     with pytest.raises(IllegalTransition, match="unknown node type 'webhook'"):
-        r.skip_visit(running(), AT, visit_uuid="v1", node_id="n", node_type="webhook", node_label="N",
+        decide.skip_visit(running(), AT, visit_uuid="v1", node_id="n", node_type="webhook", node_label="N",
                      iter_seq=1, sort_order=1)
 
 
@@ -65,3 +65,12 @@ def test_a_stored_event_with_a_value_outside_its_vocabulary_does_not_decode():
     raw = msgspec.json.encode(event).replace(b'"thinking"', b'"shouting"')
     with pytest.raises(msgspec.ValidationError, match="kind"):
         msgspec.json.decode(raw, type=ev.NodeStreamed)
+
+
+def test_a_model_call_is_for_a_node_a_reformat_or_the_planner_and_nothing_else_decodes():
+    assert values_of(ev.ModelCalled, "purpose") == set(MODEL_CALL_PURPOSES) == {"node", "reformat", "planner"}
+    event = ev.ModelCalled(originator_id=uuid4(), originator_version=3, timestamp=AT, visit_uuid="v1", node_id="n",
+                           model_id="m", purpose="reformat", attempt=1, latency_ms=1.0)
+    raw = msgspec.json.encode(event).replace(b'"reformat"', b'"chat"')
+    with pytest.raises(msgspec.ValidationError, match="purpose"):
+        msgspec.json.decode(raw, type=ev.ModelCalled)

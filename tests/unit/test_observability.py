@@ -1,14 +1,16 @@
-"""One log format for the process, its settings, and the model-call counter."""
+"""One log format for the process, its settings, the model-call counter and the access log's key id."""
 
 from __future__ import annotations
 
 import io
 import json
 import logging
+from typing import Any
 
 import pytest
 from prometheus_client import REGISTRY
 
+from api.access_log import CALLER_KEY_ID, AccessLog
 from engine.llm import CompletionRequest, LlmHttpError, Message, ScriptedProvider
 from engine.llm.metered import MeteredProvider, metered
 from engine.observability.logs import JsonFormatter, TextFormatter, configure_logging, formatter, uvicorn_logging
@@ -126,3 +128,27 @@ async def test_a_failed_call_counts_as_an_error():
 def test_a_provider_is_metered_once():
     provider = metered(ScriptedProvider(), "m")
     assert isinstance(provider, MeteredProvider) and metered(provider, "m") is provider
+
+
+async def logged_key_id(scope_state: dict[str, str] | None, caplog: pytest.LogCaptureFixture) -> str:
+    async def app(scope, receive, send):
+        if scope_state is not None:
+            scope["state"] = scope_state  # as the `caller` dependency leaves it
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+
+    async def send(message):
+        return None
+
+    async def receive() -> Any:
+        return {}
+
+    scope: Any = {"type": "http", "method": "GET", "path_template": "/api/v1/workflows", "headers": [(b"x-api-key", b"k")]}
+    with caplog.at_level(logging.INFO, logger="flowtrail.access"):
+        await AccessLog(app)(scope, receive, send)
+    return caplog.records[-1].__dict__["key_id"]
+
+
+async def test_the_access_log_names_the_key_the_caller_dependency_authenticated_and_never_authenticates_itself(caplog):
+    assert await logged_key_id({CALLER_KEY_ID: "key-a"}, caplog) == "key-a"
+    assert await logged_key_id({}, caplog) == "-"
+    assert await logged_key_id(None, caplog) == "-"

@@ -8,7 +8,7 @@ from uuid import uuid4
 
 import pytest
 
-from domain import run as r
+from domain import run as decide
 from domain.errors import (
     ClarifyAlreadyAnswered,
     ClarifyNotFound,
@@ -24,21 +24,21 @@ FLOW: dict[str, Any] = dict(workflow_id=1, workflow_name="demo", workflow_versio
 
 
 def created():
-    return evolve(None, r.create_run(uuid4(), AT, **FLOW))
+    return evolve(None, decide.create_run(uuid4(), AT, **FLOW))
 
 
 def apply(run, *decisions):
-    for decide in decisions:
-        run = evolve(run, decide(run, AT))
+    for decision in decisions:
+        run = evolve(run, decision(run, AT))
     return run
 
 
 def running():
-    return apply(created(), r.start_run)
+    return apply(created(), decide.start_run)
 
 
 def with_visit(run, visit="v1"):
-    return apply(run, lambda s, at: r.start_visit(s, at, visit_uuid=visit, node_id="n", node_type="llm",
+    return apply(run, lambda s, at: decide.start_visit(s, at, visit_uuid=visit, node_id="n", node_type="llm",
                                                   node_label="N", iter_seq=1, sort_order=1))
 
 
@@ -49,127 +49,129 @@ def test_a_new_run_is_created_at_version_one():
 
 def test_starting_twice_is_refused():
     with pytest.raises(RunAlreadyStarted):
-        r.start_run(running(), AT)
+        decide.start_run(running(), AT)
 
 
 def test_completing_a_run_that_was_never_started_is_refused():
     with pytest.raises(IllegalTransition):
-        r.complete_run(created(), AT, output={})
+        decide.complete_run(created(), AT, output={})
 
 
 def test_answering_a_question_that_was_not_asked_is_refused():
     with pytest.raises(ClarifyNotFound):
-        r.answer_clarify(running(), AT, clarify_id="c1", answer="yes")
+        decide.answer_clarify(running(), AT, clarify_id="c1", answer="yes")
 
 
 def test_streaming_into_a_visit_that_is_not_open_is_refused():
     with pytest.raises(UnknownVisit):
-        r.stream_chunk(running(), AT, visit_uuid="nope", node_id="n", kind="thinking", content="x")
+        decide.stream_chunk(running(), AT, visit_uuid="nope", node_id="n", kind="thinking", content="x")
 
 
 def test_an_unknown_stream_kind_is_refused():
     with pytest.raises(IllegalTransition):
-        r.stream_chunk(with_visit(running()), AT, visit_uuid="v1", node_id="n", kind="shouting", content="x")
+        decide.stream_chunk(with_visit(running()), AT, visit_uuid="v1", node_id="n", kind="shouting", content="x")
 
 
 def test_a_question_pauses_the_run_and_its_answer_resumes_it():
     run = with_visit(running())
-    run = apply(run, lambda s, at: r.request_clarify(s, at, clarify_id="c1", visit_uuid="v1", node_id="n",
+    run = apply(run, lambda s, at: decide.request_clarify(s, at, clarify_id="c1", visit_uuid="v1", node_id="n",
                                                      question="Which?", choices=("a", "b")))
     assert run.status is RunStatus.PAUSED and run.pending_clarify.choices == ("a", "b")
-    run = apply(run, lambda s, at: r.answer_clarify(s, at, clarify_id="c1", answer="a"))
+    run = apply(run, lambda s, at: decide.answer_clarify(s, at, clarify_id="c1", answer="a"))
     assert run.status is RunStatus.RUNNING and run.pending_clarify is None
 
 
 def test_a_second_answer_to_the_same_question_is_already_answered():
     run = with_visit(running())
-    run = apply(run, lambda s, at: r.request_clarify(s, at, clarify_id="c1", visit_uuid="v1", node_id="n", question="?"),
-                lambda s, at: r.answer_clarify(s, at, clarify_id="c1", answer="a"))
+    run = apply(run,
+                lambda s, at: decide.request_clarify(s, at, clarify_id="c1", visit_uuid="v1", node_id="n", question="?"),
+                lambda s, at: decide.answer_clarify(s, at, clarify_id="c1", answer="a"))
     with pytest.raises(ClarifyAlreadyAnswered):
-        r.answer_clarify(run, AT, clarify_id="c1", answer="b")
+        decide.answer_clarify(run, AT, clarify_id="c1", answer="b")
 
 
 def test_cancel_requested_and_cancelled_are_distinct_facts():
-    run = apply(running(), r.request_cancel)
+    run = apply(running(), decide.request_cancel)
     assert run.status is RunStatus.CANCEL_REQUESTED and run.cancel_requested
-    run = apply(run, r.cancel_run)
+    run = apply(run, decide.cancel_run)
     assert run.status is RunStatus.CANCELLED
 
 
 def test_confirming_a_cancel_nobody_requested_is_refused():
     with pytest.raises(IllegalTransition):
-        r.cancel_run(running(), AT)
+        decide.cancel_run(running(), AT)
 
 
 def test_a_run_that_completed_before_the_cancel_took_effect_stays_completed():
-    run = apply(running(), r.request_cancel,
-                lambda s, at: r.complete_run(s, at, output={"status": 200, "message": "", "data": {}}))
+    run = apply(running(), decide.request_cancel,
+                lambda s, at: decide.complete_run(s, at, output={"status": 200, "message": "", "data": {}}))
     assert run.status is RunStatus.SUCCEEDED
     with pytest.raises(RunAlreadyFinished):
-        r.cancel_run(run, AT)
+        decide.cancel_run(run, AT)
 
 
 def test_nothing_can_happen_to_a_finished_run():
-    run = apply(running(), lambda s, at: r.fail_run(s, at, error="boom"))
-    for decide in (r.request_cancel, lambda s, at: r.fail_run(s, at, error="again")):
+    run = apply(running(), lambda s, at: decide.fail_run(s, at, error="boom"))
+    for decision in (decide.request_cancel, lambda s, at: decide.fail_run(s, at, error="again")):
         with pytest.raises(RunAlreadyFinished):
-            decide(run, AT)
+            decision(run, AT)
 
 
 def test_a_start_of_a_run_that_was_started_is_already_started_even_once_it_has_finished():
-    run = apply(running(), lambda s, at: r.fail_run(s, at, error="boom"))
+    run = apply(running(), lambda s, at: decide.fail_run(s, at, error="boom"))
     with pytest.raises(RunAlreadyStarted):
-        r.check_startable(run)
+        decide.check_startable(run)
     with pytest.raises(RunAlreadyStarted):
-        r.start_run(run, AT)
+        decide.start_run(run, AT)
 
 
 def test_a_start_of_a_run_cancelled_before_it_was_started_is_already_finished():
-    asked_to_stop = apply(created(), r.request_cancel)
-    for run in (asked_to_stop, apply(asked_to_stop, r.cancel_run)):
+    asked_to_stop = apply(created(), decide.request_cancel)
+    for run in (asked_to_stop, apply(asked_to_stop, decide.cancel_run)):
         with pytest.raises(RunAlreadyFinished):
-            r.start_run(run, AT)
+            decide.start_run(run, AT)
 
 
 def paused():
-    return apply(with_visit(running()), lambda s, at: r.request_clarify(s, at, clarify_id="c1", visit_uuid="v1",
+    return apply(with_visit(running()), lambda s, at: decide.request_clarify(s, at, clarify_id="c1", visit_uuid="v1",
                                                                         node_id="n", question="Which?"))
 
 
 def test_an_answer_once_a_cancel_was_requested_is_refused_as_the_run_will_not_go_on():
     with pytest.raises(RunAlreadyFinished, match="is being cancelled"):
-        r.answer_clarify(apply(paused(), r.request_cancel), AT, clarify_id="c1", answer="a")
+        decide.answer_clarify(apply(paused(), decide.request_cancel), AT, clarify_id="c1", answer="a")
 
 
 def test_an_answer_is_taken_only_for_the_question_the_run_waits_on():
-    run = apply(paused(), lambda s, at: r.answer_clarify(s, at, clarify_id="c1", answer="a"))
+    run = apply(paused(), lambda s, at: decide.answer_clarify(s, at, clarify_id="c1", answer="a"))
     for waiting_on_nothing, clarify_id in ((running(), "c1"), (paused(), "c2")):
         with pytest.raises(ClarifyNotFound):
-            r.check_answerable(waiting_on_nothing, clarify_id)
+            decide.check_answerable(waiting_on_nothing, clarify_id)
     assert run.answered_clarify_ids == {"c1"}
 
 
 def answered_then_failed():
     run = with_visit(running())
-    return apply(run, lambda s, at: r.request_clarify(s, at, clarify_id="c1", visit_uuid="v1", node_id="n",
+    return apply(run, lambda s, at: decide.request_clarify(s, at, clarify_id="c1", visit_uuid="v1", node_id="n",
                                                       question="Which?"),
-                 lambda s, at: r.answer_clarify(s, at, clarify_id="c1", answer="a"),
-                 lambda s, at: r.fail_run(s, at, error="boom"))
+                 lambda s, at: decide.answer_clarify(s, at, clarify_id="c1", answer="a"),
+                 lambda s, at: decide.fail_run(s, at, error="boom"))
 
 
 def test_an_answer_is_checked_for_already_answered_first_then_a_finished_run_then_an_unknown_question():
     with pytest.raises(ClarifyAlreadyAnswered):
-        r.check_answerable(answered_then_failed(), "c1")
+        decide.check_answerable(answered_then_failed(), "c1")
     with pytest.raises(RunAlreadyFinished):
-        r.check_answerable(answered_then_failed(), "c-unknown")
+        decide.check_answerable(answered_then_failed(), "c-unknown")
     with pytest.raises(ClarifyNotFound):
-        r.check_answerable(created(), "c1")
+        decide.check_answerable(created(), "c1")
 
 
 def test_positions_increase_by_one_per_event():
     events, run = [], None
-    for decide in (lambda s, at: r.create_run(uuid4(), at, **FLOW), r.start_run, r.request_cancel, r.cancel_run):
-        event = decide(run, AT)
+    for decision in (lambda s, at: decide.create_run(uuid4(), at, **FLOW),
+                     decide.start_run, decide.request_cancel, decide.cancel_run):
+        event = decision(run, AT)
         events.append(event)
         run = evolve(run, event)
     assert [e.originator_version for e in events] == [1, 2, 3, 4]
@@ -178,13 +180,13 @@ def test_positions_increase_by_one_per_event():
 
 def test_a_log_must_begin_with_run_created():
     with pytest.raises(IllegalTransition):
-        evolve(None, r.start_run(created(), AT))
+        evolve(None, decide.start_run(created(), AT))
 
 
 def test_a_skip_records_which_visit_of_the_node_it_is():
-    skip = r.skip_visit(running(), AT, visit_uuid="s1", node_id="n", node_type="llm", node_label="N",
+    skip = decide.skip_visit(running(), AT, visit_uuid="s1", node_id="n", node_type="llm", node_label="N",
                         iter_seq=2, sort_order=1, reason="branch not taken")
     assert (skip.iter_seq, skip.reason) == (2, "branch not taken")
     with pytest.raises(IllegalTransition):
-        r.skip_visit(running(), AT, visit_uuid="s1", node_id="n", node_type="llm", node_label="N",
+        decide.skip_visit(running(), AT, visit_uuid="s1", node_id="n", node_type="llm", node_label="N",
                      iter_seq=0, sort_order=1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from api.views import state_view
 from domain.run import RunStatus
 from domain.run import fold as domain_fold
 from projections.summary import RunSummary, node_list, summarize
@@ -35,7 +36,7 @@ def test_a_question_pauses_the_run_but_it_still_reads_as_running_with_a_current_
     run.ask(a, "clar-1", "哪个版本?", ("v1", "v2"))
     summary = summarize(run.events)
     assert summary.status.value == "paused" and summary.external_status == "RUNNING"
-    assert wire(summary.state_view()) == {
+    assert wire(state_view(summary)) == {
         "runId": RUN_ID.hex,
         "status": "RUNNING",
         "currentPause": {"clarifyId": "clar-1", "nodeId": "A", "question": "哪个版本?",
@@ -68,7 +69,7 @@ def test_a_run_asked_to_cancel_before_it_started_reads_created_until_it_is_cance
     run = RunLog().created().request_cancel()
     summary = summarize(run.events)
     assert (summary.external_status, summary.cancel_requested, summary.started_at) == ("CREATED", True, None)
-    assert summary.state_view()["status"] == "CREATED" and summary.as_dict()["status"] == "CREATED"
+    assert state_view(summary).status == "CREATED" and summary.as_dict()["status"] == "CREATED"
     assert summarize(run.cancel().events).external_status == "FAILED"
 
 
@@ -111,7 +112,7 @@ def test_last_event_id_counts_every_event_and_last_sse_id_only_those_clients_see
 
 def test_a_summary_that_has_seen_nothing_reads_created():
     summary = RunSummary()
-    assert summary.run_id is None and summary.external_status == "CREATED" and summary.last_event_id == 0
+    assert summary.run is None and summary.external_status == "CREATED" and summary.last_event_id == 0
 
 
 def test_the_node_list_shows_each_node_by_its_last_visit_with_all_logs_counted():
