@@ -1,10 +1,8 @@
 """The event store for async code: writes on worker threads, reads through asyncpg or read-only SQLite.
 
 Every read and write is retried while the store is away (connection lost or refused, server
-restarting, disk full or read-only, file locked), with capped exponential backoff, for as long
-as the caller may wait: until the request's deadline (`engine.store.deadline`) inside an HTTP
-request, else for `retry_seconds`; then `StoreUnavailable` is raised. The outage is logged once
-per episode (`engine.store.faults`), never once per request.
+restarting, disk full or read-only, file locked) for as long as the caller may wait
+(engine.store.retries).
 """
 
 from __future__ import annotations
@@ -19,32 +17,17 @@ from typing import Any, TypeVar
 from uuid import UUID
 
 import asyncpg
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_before_delay, wait_exponential_jitter
 
 from engine.observability.metrics import APPEND_SECONDS, EVENTS_APPENDED, STORE_ERRORS
 from engine.store.deadline import REQUEST_DEADLINE
 from engine.store.event_store import ConcurrentAppend, EventStore, StoreUnavailable
-from engine.store.faults import first_line, is_passing, outage_of
-from engine.store.location import POOL_WAIT_SECONDS
+from engine.store.faults import outage_of
+from engine.store.retries import LEAST_ATTEMPT_SECONDS, RETRY_SECONDS, StoreRetries
 from engine.store.sqlite_reads import SqliteStreamReader
 from engine.store.url import qualified_table
 
 logging.getLogger("asyncpg.pool").setLevel(logging.ERROR)  # its reconnect tracebacks; the outage is logged once
 T = TypeVar("T")
-RETRY_SECONDS = 30.0
-"""Outside a request, how long a read or write is retried while the store is away."""
-FIRST_BACKOFF_SECONDS = 0.05
-MAX_BACKOFF_SECONDS = 1.0
-"""Retries wait 0.05 s, then twice as long each time (with jitter), at most 1 s."""
-LEAST_ATTEMPT_SECONDS = 0.25
-"""An operation started at or after its request's deadline still gets this long for one attempt."""
-ANSWER_SECONDS = 0.05
-"""In a request, the store gives up this long before the deadline, so the 503 itself is sent by then."""
-WRITE_ATTEMPT_SECONDS = POOL_WAIT_SECONDS
-"""A write attempt that has begun is never cut; in a request, writes stop retrying this much before the deadline
-(an attempt in an outage lasts at most the pool's wait for a connection), so the answer still comes in time."""
-
-
 class _Abandoned(Exception):
     """The caller stopped waiting before a queued attempt began; it is not made."""
 
@@ -54,8 +37,8 @@ class AsyncEventStore:
 
     def __init__(self, store: EventStore, *, write_threads: int = 4, retry_seconds: float = RETRY_SECONDS) -> None:
         self.sync = store
-        self.retry_seconds = retry_seconds
         self.outage = outage_of(store.location)
+        self.retries = StoreRetries(self.outage, retry_seconds)
         self.location = store.location
         self.mapper = store.mapper
         self._executor = ThreadPoolExecutor(write_threads, thread_name_prefix="flowtrail-store")
@@ -88,66 +71,11 @@ class AsyncEventStore:
             self.read_stream(nobody, limit=1), self.read_stream(nobody, limit=1), self.last_position(nobody)
         )
 
-    # ---- retries -----------------------------------------------------------------------
+    # ---- retries and threads -------------------------------------------------------------
 
     async def bounded(self, attempt: Callable[[], Awaitable[T]], what: str, *, write: bool = False) -> T:
-        """`attempt()` retried while the store is away, within the caller's time; StoreUnavailable after it.
-
-        In a request, retries stop at the request's deadline, and a read's attempt is cut there;
-        a write's attempt is never cut once it has begun (its outcome would be unknown: it could
-        still commit after the caller was told it failed), so writes stop retrying a little
-        earlier. Outside a request, retries stop after `retry_seconds`. The first attempt goes
-        straight through: retrying costs nothing while the store answers.
-        """
-        deadline = REQUEST_DEADLINE.get()
-        in_request = deadline is not None
-        if deadline is None:
-            deadline = time.monotonic() + self.retry_seconds
-        else:
-            deadline -= ANSWER_SECONDS + (WRITE_ATTEMPT_SECONDS if write else 0.0)
-        cut = deadline if in_request and not write else None
-        try:
-            result = await self._once(attempt, cut)
-        except Exception as error:
-            if not is_passing(error):
-                raise
-            self.outage.failed(error, what)
-            result = await self._retried(attempt, deadline, cut, what)
-        if self.outage.ongoing:
-            self.outage.succeeded()
-        return result
-
-    @staticmethod
-    async def _once(attempt: Callable[[], Awaitable[T]], cut: float | None) -> T:
-        if cut is None:
-            return await attempt()
-        async with asyncio.timeout(max(cut - time.monotonic(), LEAST_ATTEMPT_SECONDS)):
-            return await attempt()
-
-    async def _retried(self, attempt: Callable[[], Awaitable[T]], deadline: float, cut: float | None, what: str) -> T:
-        retrying = AsyncRetrying(
-            retry=retry_if_exception(is_passing),
-            stop=stop_before_delay(max(0.0, deadline - time.monotonic())),
-            wait=wait_exponential_jitter(initial=FIRST_BACKOFF_SECONDS, max=MAX_BACKOFF_SECONDS, jitter=FIRST_BACKOFF_SECONDS),
-            before_sleep=lambda state: self._failed(state, what),
-            reraise=True,
-        )
-        try:
-            found: T = await retrying(self._once, attempt, cut)
-        except Exception as error:
-            if not is_passing(error):
-                raise
-            self.outage.failed(error, what)
-            raise StoreUnavailable(
-                f"the event store is unavailable ({first_line(error)}); try again later", operation=what,
-            ) from error
-        return found
-
-    def _failed(self, state: RetryCallState, what: str) -> None:
-        if state.outcome is not None and state.outcome.failed:
-            error = state.outcome.exception()
-            if error is not None:
-                self.outage.failed(error, what)
+        """`attempt()` retried while the store is away, within the caller's time (engine.store.retries)."""
+        return await self.retries.bounded(attempt, what, write=write)
 
     async def _in_thread(self, fn: Any, *args: Any) -> Any:
         return await self._attempt_on(self._executor, fn, *args)
