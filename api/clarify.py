@@ -33,8 +33,8 @@ from api.uploads import read_json_body
 from api.views import state_view
 from domain.run import check_answerable
 from engine.execution import RunExecutor
+from engine.runs.hot import HotRun
 from engine.settings import ApiKey
-from engine.streams.hot import HotRun
 
 MAX_RESUME_BYTES = 128 * 1024
 

@@ -24,8 +24,8 @@ from litestar.response import Stream
 from api.dependencies import Injected, run_by_id
 from api.paths import RUN_EVENTS
 from api.schemas import error_responses
+from engine.runs.hot import HotRun
 from engine.runs.service import RunService
-from engine.streams.hot import HotRun
 
 NDJSON = "application/x-ndjson"
 PAGE_EVENTS = 500

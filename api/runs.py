@@ -51,9 +51,9 @@ from engine.context.views import ContextReader
 from engine.execution import RunExecutor
 from engine.readmodel import ReadModel
 from engine.runs.creation import Creation, NewRun
+from engine.runs.hot import HotRun
 from engine.runs.service import RunService
 from engine.settings import ApiKey, Settings
-from engine.streams.hot import HotRun
 from engine.workspace.directory import Workspace
 from projections.visits import VisitNotFound, node_logs
 

@@ -20,9 +20,9 @@ from api.server import response_deadline
 from api.sse import encode_frame
 from engine.context.views import ContextReader
 from engine.observability.metrics import REPLAY_READS, SSE_CLIENTS, SSE_MESSAGES
+from engine.runs.hot import HotRun
 from engine.runs.service import RunService
 from engine.settings import ApiKey, Settings, StreamSettings
-from engine.streams.hot import HotRun
 from engine.waiting import wait_event
 from projections.payloads import SnapshotPayload
 from projections.sse import TERMINAL_EVENTS, SseMessage
@@ -201,7 +201,7 @@ async def stream_frames(
                 if not behind:
                     REPLAY_READS.labels("behind_memory").inc()
                     behind = True
-                frames, cursor = await runs.hub.replay(hot, cursor, wants=only.wants)
+                frames, cursor = await runs.hot_runs.replay(hot, cursor, wants=only.wants)
                 if frames:
                     yield _counted(FrameBatch(frames))
                 continue
@@ -215,7 +215,7 @@ async def stream_frames(
                 continue
             if hot.terminal_id is not None and cursor >= hot.terminal_id:
                 return
-            if runs.hub.closing:
+            if runs.hot_runs.closing:
                 yield SHUTTING_DOWN
                 return
             if not await wait_event(changed, min(keepalive, left)) and deadline > time.monotonic():

@@ -30,8 +30,8 @@ from bench.names import API_KEY, NODE_ID
 from bench.service import Service, settings_for
 from bench.stores import Store
 from domain import run as decide
+from engine.runs.writer import RunWriter
 from engine.settings import ApiKey
-from engine.streams.writer import RunWriter
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

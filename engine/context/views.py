@@ -10,8 +10,8 @@ from uuid import UUID
 from domain.errors import FlowtrailError
 from engine.clock import utcnow
 from engine.context.tokens import ContextTokens, Grant, InvalidToken
+from engine.runs.hot import HotRun, HotRuns
 from engine.runs.service import RunNotFound, RunService
-from engine.streams.hot import HotRun, LiveHub
 from projections.paths import predecessor_paths
 from projections.payloads import NodeMeta, NodeOutput, PredecessorPaths
 from projections.visits import (
@@ -120,11 +120,11 @@ class ColdIndexes:
 class ContextReader:
     """Answers context queries of asking visits from their run's visit index: memory first, the log behind."""
 
-    def __init__(self, runs: RunService, hub: LiveHub, tokens: ContextTokens, *, enabled: bool,
+    def __init__(self, runs: RunService, hot_runs: HotRuns, tokens: ContextTokens, *, enabled: bool,
                  hot_retention_seconds: float, cold: ColdIndexes | None = None) -> None:
         self.enabled = enabled
         self.runs = runs
-        self.hub = hub
+        self.hot_runs = hot_runs
         self.tokens = tokens
         self.hot_retention = timedelta(seconds=hot_retention_seconds)
         self.cold = cold if cold is not None else ColdIndexes()
@@ -134,7 +134,7 @@ class ContextReader:
 
         A hot index that reached its visit cap lacks the later visits, so such a run is read from the log too.
         """
-        hot = self.hub.runs.get(run_id)
+        hot = self.hot_runs.runs.get(run_id)
         if hot is not None and hot.complete and not hot.sse.index.overflowed:
             ended = hot.summary.completed_at
             if ended is None or utcnow() - ended < self.hot_retention:

@@ -12,9 +12,9 @@ from domain.run import Run, fold
 from engine.clock import utcnow
 from engine.observability.lifecycle import run_created
 from engine.runs.creation import Creation, IdempotentRequest, NewRun, creation_events
+from engine.runs.hot import HotRun, HotRuns
+from engine.runs.writer import RunWriter
 from engine.store import AsyncEventStore, ConcurrentAppend
-from engine.streams.hot import HotRun, LiveHub
-from engine.streams.writer import RunWriter
 
 logger = logging.getLogger("flowtrail.runs")
 OPENING_TAGS = ("RunStarted", "RunCancelRequested")
@@ -33,9 +33,9 @@ class RunNotFound(FlowtrailError):
 class RunService:
     """Owns the writers of the runs this process executes and the hot read side."""
 
-    def __init__(self, store: AsyncEventStore, hub: LiveHub, *, coalesce_seconds: float) -> None:
+    def __init__(self, store: AsyncEventStore, hot_runs: HotRuns, *, coalesce_seconds: float) -> None:
         self.store = store
-        self.hub = hub
+        self.hot_runs = hot_runs
         self.coalesce_seconds = coalesce_seconds
         self._writers: dict[UUID, RunWriter] = {}
         self._writer_locks: dict[UUID, asyncio.Lock] = {}
@@ -61,7 +61,7 @@ class RunService:
             if winner is None:
                 raise
             return Creation(winner, True)
-        self.hub.open(run_id).offer(events[-1:])
+        self.hot_runs.open(run_id).offer(events[-1:])
         run_created(events[-1])
         return Creation(run_id, False)
 
@@ -89,10 +89,10 @@ class RunService:
                 if run is None:
                     raise RunNotFound(run_id.hex)
                 writer = RunWriter(
-                    self.store, self.hub, run, coalesce_seconds=self.coalesce_seconds, created_at=events[0].timestamp,
+                    self.store, self.hot_runs, run, coalesce_seconds=self.coalesce_seconds, created_at=events[0].timestamp,
                 )
                 self._writers[run_id] = writer
-                hot = self.hub.runs.get(run_id)
+                hot = self.hot_runs.runs.get(run_id)
                 if hot is not None:
                     hot.writers += 1
         return writer
@@ -106,13 +106,13 @@ class RunService:
         try:
             await writer.flush()
         finally:
-            hot = self.hub.runs.get(run_id)
+            hot = self.hot_runs.runs.get(run_id)
             if hot is not None and hot.writers > 0:
                 hot.writers -= 1
 
     async def hot(self, run_id: UUID, *, first_page: bool = False) -> HotRun:
-        """The run's in-memory projections (loaded from the log when cold; see LiveHub.get)."""
-        hot = await self.hub.get(run_id, first_page=first_page)
+        """The run's in-memory projections (loaded from the log when cold; see HotRuns.get)."""
+        hot = await self.hot_runs.get(run_id, first_page=first_page)
         if hot is None:
             raise RunNotFound(run_id.hex)
         return hot

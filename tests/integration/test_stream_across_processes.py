@@ -30,7 +30,7 @@ async def test_a_process_that_appends_itself_still_sees_every_event_another_proc
     ours_side, theirs_side = two_services
     theirs = await new_run(theirs_side)
     their_visit = await open_visit(await theirs_side.runs.writer(theirs))
-    watched = await ours_side.hub.get(theirs)
+    watched = await ours_side.hot_runs.get(theirs)
     watched.watchers += 1
     ours = await new_run(ours_side)
     our_visit = await open_visit(await ours_side.runs.writer(ours))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from api.sse import encode_frame
-from engine.streams.hot import BIG_MESSAGE_BYTES, HotRun, LiveHub
+from engine.runs.hot import BIG_MESSAGE_BYTES, HotRun, HotRuns
 from tests.unit.builders import RUN_ID, RunLog
 
 
@@ -71,16 +71,16 @@ async def test_a_replay_of_a_finished_run_nobody_held_folds_its_visit_messages_b
     async def last_position(run_id):
         return events[-1].originator_version
 
-    hub = LiveHub(read, last_position, max_frames=10_000, retention_seconds=60, encode_frame=encode_frame)
+    hot_runs = HotRuns(read, last_position, max_frames=10_000, retention_seconds=60, encode_frame=encode_frame)
     held = HotRun(RUN_ID, max_frames=10_000, encode_frame=encode_frame)
     held.offer(events)
     everything, _ = held.frames_after(0)
-    hot = hub.open(RUN_ID)
+    hot = hot_runs.open(RUN_ID)
     hot.writers = 1
     hot.offer(events)
     hot.writers = 0
     assert hot.kept_missing_upto == hot.dropped_upto and not any(p <= hot.dropped_upto for p in hot.kept)
     hot.watchers = 1
-    replayed, cursor = await hub.replay(hot, 0)
+    replayed, cursor = await hot_runs.replay(hot, 0)
     rest, _ = hot.frames_after(cursor)
     assert replayed + rest == everything

@@ -7,7 +7,7 @@ until a client first reads it; a run nobody reads costs only its fold.
 Events reach a hot run from the local writer right after each save and, on PostgreSQL,
 from the live tail; duplicates are dropped by position and gaps are filled from the store.
 
-A client behind the in-memory frames reads the store a page at a time (`LiveHub.replay`):
+A client behind the in-memory frames reads the store a page at a time (`HotRuns.replay`):
 stateless messages are rendered from their events, and the messages that needed the run's
 state (a visit's end, its record) are the hot run's own, kept when their frames are cut, so
 a lagging client holds one page, not a fold of the run.
@@ -36,7 +36,7 @@ from projections.sse import (
 from projections.summary import RunSummary
 
 FrameEncoder = Callable[[SseMessage], bytes]
-"""Frames one message as the stream sends it (the HTTP edge's SSE framing, given to the hub)."""
+"""Frames one message as the stream sends it (the HTTP edge's SSE framing, given to the hot runs)."""
 
 
 class HotRun:
@@ -240,7 +240,7 @@ REPLAY_PAGE = 1000
 BIG_MESSAGE_BYTES = 64 * 1024
 
 
-class LiveHub:
+class HotRuns:
     """The set of hot runs in this process."""
 
     def __init__(
