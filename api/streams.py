@@ -19,11 +19,11 @@ from api.schemas import EventStreamOperation, RunIdInPath, WorkflowNameInPath, s
 from api.server import response_deadline
 from api.sse import encode_frame
 from engine.context.views import ContextReader
-from engine.observability.metrics import REPLAY_READS, SSE_CLIENTS, SSE_MESSAGES
+from engine.observability.metrics import SSE_CLIENTS, SSE_MESSAGES
+from engine.runs.feed import Signal
 from engine.runs.hot import HotRun
 from engine.runs.service import RunService
 from engine.settings import ApiKey, Settings, StreamSettings
-from engine.waiting import wait_event
 from projections.payloads import SnapshotPayload
 from projections.sse import TERMINAL_EVENTS, SseMessage
 from projections.visits import VisitIndex, visit_snapshot
@@ -183,9 +183,7 @@ async def stream_frames(
     `visits` finds the visits of a run past its in-memory visit cap. The stream ends after
     FLOWTRAIL_MAX_STREAM_SECONDS however far behind its client is; `slot` is given back at the end.
     """
-    keepalive = limits.keepalive_seconds
-    deadline = time.monotonic() + limits.max_stream_seconds
-    hot.watchers += 1
+    until = time.monotonic() + limits.max_stream_seconds
     SSE_CLIENTS.inc()
     try:
         if snapshot:
@@ -195,33 +193,14 @@ async def stream_frames(
             if hot.terminal_id is not None:
                 first += hot.frames_after(hot.terminal_id - 1, limit=1)[0]
             yield _counted(FrameBatch(first))
-        behind = False
-        while (left := deadline - time.monotonic()) > 0:
-            if not hot.covers(cursor):
-                if not behind:
-                    REPLAY_READS.labels("behind_memory").inc()
-                    behind = True
-                frames, cursor = await runs.hot_runs.replay(hot, cursor, wants=only.wants)
-                if frames:
-                    yield _counted(FrameBatch(frames))
-                continue
-            behind = False
-            changed = hot.changed_event()
-            frames, last = hot.frames_after(cursor, wants=only.wants)
-            if last > cursor:
-                cursor = last
-                if frames:
-                    yield _counted(FrameBatch(frames))
-                continue
-            if hot.terminal_id is not None and cursor >= hot.terminal_id:
-                return
-            if runs.hot_runs.closing:
-                yield SHUTTING_DOWN
-                return
-            if not await wait_event(changed, min(keepalive, left)) and deadline > time.monotonic():
+        async for item in runs.follow(hot, cursor, wants=only.wants, idle=limits.keepalive_seconds, until=until):
+            if type(item) is list:  # a batch of frames; `type(x) is` costs less than isinstance, once a batch
+                yield _counted(FrameBatch(item))
+            elif item is Signal.IDLE:
                 yield KEEPALIVE
+            else:
+                yield SHUTTING_DOWN
     finally:
-        hot.watchers -= 1
         SSE_CLIENTS.dec()
         if slot is not None:
             slot.release()

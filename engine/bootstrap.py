@@ -22,7 +22,8 @@ from engine.execution import Engine, RunExecutor
 from engine.execution.models import build_registry
 from engine.hermes import DEMO_DIR as HERMES_DEMO_DIR
 from engine.readmodel import ReadModel
-from engine.runs.hot import FrameEncoder, HotRuns
+from engine.runs.hot import FrameEncoder
+from engine.runs.hot_runs import HotRuns
 from engine.runs.service import RunService
 from engine.settings import Settings
 from engine.store import AsyncEventStore, EventStore, parse_database_url

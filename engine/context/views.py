@@ -10,7 +10,8 @@ from uuid import UUID
 from domain.errors import FlowtrailError
 from engine.clock import utcnow
 from engine.context.tokens import ContextTokens, Grant, InvalidToken
-from engine.runs.hot import HotRun, HotRuns
+from engine.runs.hot import HotRun
+from engine.runs.hot_runs import HotRuns
 from engine.runs.service import RunNotFound, RunService
 from projections.paths import predecessor_paths
 from projections.payloads import NodeMeta, NodeOutput, PredecessorPaths

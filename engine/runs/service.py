@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator
 from uuid import UUID, uuid4
 
 from domain.errors import FlowtrailError
@@ -12,7 +13,9 @@ from domain.run import Run, fold
 from engine.clock import utcnow
 from engine.observability.lifecycle import run_created
 from engine.runs.creation import Creation, IdempotentRequest, NewRun, creation_events
-from engine.runs.hot import HotRun, HotRuns
+from engine.runs.feed import Frames, Signal, follow
+from engine.runs.hot import HotRun, Wants
+from engine.runs.hot_runs import HotRuns
 from engine.runs.writer import RunWriter
 from engine.store import AsyncEventStore, ConcurrentAppend
 
@@ -116,6 +119,12 @@ class RunService:
         if hot is None:
             raise RunNotFound(run_id.hex)
         return hot
+
+    def follow(
+        self, hot: HotRun, after: int, *, wants: Wants | None = None, idle: float, until: float,
+    ) -> AsyncIterator[Frames | Signal]:
+        """The run's frames after `after`, memory first, then the store (`engine.runs.feed.follow`)."""
+        return follow(self.hot_runs, hot, after, wants=wants, idle=idle, until=until)
 
     async def last_position(self, run_id: UUID) -> int:
         """The position of the run's last stored event (0: no such run)."""

@@ -25,7 +25,7 @@ from domain import events as ev
 from domain.run import Run, StreamPiece, check_stream_chunk, evolve, evolve_all, stream_chunks
 from engine.clock import utcnow
 from engine.observability.lifecycle import runs_appended
-from engine.runs.hot import HotRuns
+from engine.runs.hot_runs import HotRuns
 from engine.store import AsyncEventStore, ConcurrentAppend
 
 logger = logging.getLogger("flowtrail.writer")

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from api.sse import encode_frame
-from engine.runs.hot import BIG_MESSAGE_BYTES, HotRun, HotRuns
+from engine.runs.hot import BIG_MESSAGE_BYTES, HotRun
+from engine.runs.hot_runs import HotRuns
 from tests.unit.builders import RUN_ID, RunLog
 
 
@@ -52,12 +53,11 @@ def test_a_finished_run_whose_writer_left_keeps_only_its_terminal_message_and_se
 def test_a_finished_run_keeps_its_frames_while_a_stream_reads_it():
     hot = HotRun(RUN_ID, max_frames=10_000, encode_frame=encode_frame)
     hot.complete = True
-    hot.watchers = 1
-    hot.offer(finished_run().events)
-    kept = list(hot.ids)
-    hot.writers = 0
-    assert hot.ids == kept and hot.covers(0)
-    hot.watchers = 0
+    with hot.watch():
+        hot.offer(finished_run().events)
+        kept = list(hot.ids)
+        hot.writers = 0
+        assert hot.ids == kept and hot.covers(0)
     assert hot.ids == [hot.terminal_id]
 
 
@@ -80,7 +80,7 @@ async def test_a_replay_of_a_finished_run_nobody_held_folds_its_visit_messages_b
     hot.offer(events)
     hot.writers = 0
     assert hot.kept_missing_upto == hot.dropped_upto and not any(p <= hot.dropped_upto for p in hot.kept)
-    hot.watchers = 1
-    replayed, cursor = await hot_runs.replay(hot, 0)
-    rest, _ = hot.frames_after(cursor)
+    with hot.watch():
+        replayed, cursor = await hot_runs.replay(hot, 0)
+        rest, _ = hot.frames_after(cursor)
     assert replayed + rest == everything
