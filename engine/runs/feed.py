@@ -8,7 +8,7 @@ ends). The HTTP edge turns them into Server-Sent Events.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from enum import Enum
 from typing import TypeAlias
 
@@ -30,9 +30,13 @@ class Signal(Enum):
     """The server is shutting down; the feed ends after this."""
 
 
+Feed: TypeAlias = AsyncGenerator[Frames | Signal, None]
+"""What a reader of a run receives, in order."""
+
+
 async def follow(
     hot_runs: HotRuns, hot: HotRun, after: int, *, wants: Wants | None = None, idle: float, until: float,
-) -> AsyncIterator[Frames | Signal]:
+) -> Feed:
     """The run's frames after position `after`, in order, until its terminal message, the time `until`
     (`time.monotonic`) or the server's closing, however far behind the reader is.
 

@@ -162,6 +162,12 @@ class HotRun:
         """True when a reader at `cursor` has had the run's terminal message."""
         return self.terminal_id is not None and cursor >= self.terminal_id
 
+    def terminal_frames(self) -> list[bytes]:
+        """The run's terminal message, framed (none while the run goes on)."""
+        if self.terminal_id is None:
+            return []
+        return self.frames_after(self.terminal_id - 1, limit=1)[0]
+
     def covers(self, cursor: int) -> bool:
         """True when every frame after `cursor` is still in memory."""
         return cursor >= self.dropped_upto

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
 from uuid import UUID, uuid4
 
 from domain.errors import FlowtrailError
@@ -13,7 +12,7 @@ from domain.run import Run, fold
 from engine.clock import utcnow
 from engine.observability.lifecycle import run_created
 from engine.runs.creation import Creation, IdempotentRequest, NewRun, creation_events
-from engine.runs.feed import Frames, Signal, follow
+from engine.runs.feed import Feed, follow
 from engine.runs.hot import HotRun, Wants
 from engine.runs.hot_runs import HotRuns
 from engine.runs.writer import RunWriter
@@ -122,7 +121,7 @@ class RunService:
 
     def follow(
         self, hot: HotRun, after: int, *, wants: Wants | None = None, idle: float, until: float,
-    ) -> AsyncIterator[Frames | Signal]:
+    ) -> Feed:
         """The run's frames after `after`, memory first, then the store (`engine.runs.feed.follow`)."""
         return follow(self.hot_runs, hot, after, wants=wants, idle=idle, until=until)
 
