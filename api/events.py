@@ -63,7 +63,7 @@ class EventLinesOperation(Operation):
 async def event_lines(runs: RunService, hot: HotRun, after: int) -> AsyncIterator[bytes]:
     """The run's stored events after a position, one JSON line each, a page at a time."""
     while True:
-        page = await runs.store.read_stream(hot.run_id, after=after, limit=PAGE_EVENTS)
+        page = await runs.events(hot.run_id, after=after, limit=PAGE_EVENTS)
         if not page:
             return
         yield b"".join(_encoder.encode(event) + b"\n" for event in page)

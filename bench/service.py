@@ -120,22 +120,22 @@ class Service:
 
     def is_hot(self, run_id: UUID) -> bool:
         """Whether the run is held in memory."""
-        return run_id in self._services.hot_runs.runs
+        return self._services.hot_runs.is_hot(run_id)
 
     def forget(self, run_id: UUID) -> None:
         """Drop the run from memory at once, so its next reader goes to the store."""
-        self._services.hot_runs.runs.pop(run_id)
+        self._services.hot_runs.forget(run_id)
 
     def hot_summary(self, run_id: UUID | None = None) -> dict[str, Any]:
         """How many runs and frames are in memory; with `run_id`, that run's position, frames, watchers, writers."""
-        runs = self._services.hot_runs.runs
-        info: dict[str, Any] = {"hot_runs": len(runs), "frames": sum(len(h.frames) for h in runs.values())}
+        hot_runs = self._services.hot_runs
+        info: dict[str, Any] = {"hot_runs": len(hot_runs), "frames": sum(len(h.ids) for h in hot_runs)}
         if run_id is not None:
-            hot = runs.get(run_id)
+            hot = hot_runs.find(run_id)
             info["run"] = (
                 None
                 if hot is None
-                else {"version": hot.version, "frames": len(hot.frames), "watchers": hot.watchers, "writers": hot.writers}
+                else {"version": hot.version, "frames": len(hot.ids), "watchers": hot.watchers, "writers": hot.writers}
             )
         return info
 

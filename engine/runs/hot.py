@@ -28,6 +28,7 @@ from projections.sse import (
     render_stateless,
 )
 from projections.summary import RunSummary
+from projections.visits import VisitIndex
 
 FrameEncoder = Callable[[SseMessage], bytes]
 """Frames one message as the stream sends it (the HTTP edge's SSE framing, given to the hot runs)."""
@@ -42,23 +43,24 @@ class HotRun:
 
     def __init__(self, run_id: UUID, *, max_frames: int, encode_frame: FrameEncoder) -> None:
         self.run_id = run_id
-        self.encode_frame = encode_frame
+        self._encode_frame = encode_frame
         self.version = 0
         self.sse = SseProjection()
         self.summary = RunSummary()
-        self.max_frames = max_frames
+        self._max_frames = max_frames
         self.ids: list[int] = []
-        self.run_hex = run_id.hex
-        self.frames: list[bytes | SseMessage | RunEvent] = []
-        self.topics: list[Topic] = []
-        self._topics: dict[Topic, Topic] = {}
+        """The positions of the frames in memory, in order (`_frames` and `_topics` run beside it)."""
+        self._run_hex = run_id.hex
+        self._frames: list[bytes | SseMessage | RunEvent] = []
+        self._topics: list[Topic] = []
+        self._interned: dict[Topic, Topic] = {}
         self.dropped_upto = 0
         self.kept: dict[int, tuple[Topic, bytes | SseMessage]] = {}
         """The messages rendered from the run's state, by id, kept after their frames are cut (replays need them)."""
         self.kept_missing_upto = 0
         """Kept messages up to this position were dropped with the frames of the finished run; a replay folds them back."""
         self.terminal_id: int | None = None
-        self.pending: dict[int, RunEvent] = {}
+        self._pending: dict[int, RunEvent] = {}
         self.complete = False
         self.first_page = asyncio.Event()
         self.store_last = 0
@@ -87,9 +89,13 @@ class HotRun:
         """Writers of this run in this process; the last one to go from a finished run releases its frames."""
         return self._writers
 
-    @writers.setter
-    def writers(self, count: int) -> None:
-        self._writers = count
+    def writer_joined(self) -> None:
+        """Count a writer of this run in this process."""
+        self._writers += 1
+
+    def writer_left(self) -> None:
+        """A writer of this run went (never below none); the last one to go from a finished run releases its frames."""
+        self._writers = max(0, self._writers - 1)
         self._release_if_finished()
 
     def _release_if_finished(self) -> None:
@@ -110,8 +116,8 @@ class HotRun:
         if cut:
             self.dropped_upto = self.ids[cut - 1]
             del self.ids[:cut]
-            del self.frames[:cut]
-            del self.topics[:cut]
+            del self._frames[:cut]
+            del self._topics[:cut]
 
     @property
     def loaded(self) -> bool:
@@ -127,14 +133,14 @@ class HotRun:
         """Apply new events in order; returns True when a gap is waiting to be filled."""
         for event in events:
             if event.originator_version > self.version:
-                self.pending[event.originator_version] = event
+                self._pending[event.originator_version] = event
         added = False
-        while self.version + 1 in self.pending:
-            self._apply(self.pending.pop(self.version + 1))
+        while self.version + 1 in self._pending:
+            self._apply(self._pending.pop(self.version + 1))
             added = True
         if added:
-            self._notify()
-        return bool(self.pending)
+            self.wake()
+        return bool(self._pending)
 
     def _apply(self, event: RunEvent) -> None:
         self.version = event.originator_version
@@ -143,18 +149,19 @@ class HotRun:
         if pending is None:
             return
         self.ids.append(event.originator_version)
-        self.frames.append(pending)
+        self._frames.append(pending)
         topic = message_topic(pending)
-        topic = self._topics.setdefault(topic, topic)  # one tuple per (event, node) of the run
-        self.topics.append(topic)
+        topic = self._interned.setdefault(topic, topic)  # one tuple per (event, node) of the run
+        self._topics.append(topic)
         if type(pending) is SseMessage:
             self.kept[event.originator_version] = (topic, pending)
         if topic[0] in TERMINAL_EVENTS:
             self.terminal_id = event.originator_version
-        if len(self.ids) > self.max_frames + self.max_frames // 4:
-            self._cut(len(self.ids) - self.max_frames)
+        if len(self.ids) > self._max_frames + self._max_frames // 4:
+            self._cut(len(self.ids) - self._max_frames)
 
-    def _notify(self) -> None:
+    def wake(self) -> None:
+        """Wake every reader waiting for a change (after new events, or when the server is closing)."""
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
 
@@ -186,7 +193,7 @@ class HotRun:
         end = min(len(self.ids), start + limit)
         if start >= end:
             return [], cursor
-        frames, topics = self.frames, self.topics
+        frames, topics = self._frames, self._topics
         out: list[bytes] = []
         last = start
         for i in range(start, end):
@@ -205,10 +212,10 @@ class HotRun:
     def _frame(self, position: int, item: SseMessage | RunEvent) -> bytes:
         """The frame of an unframed message; a kept message is kept framed from now on."""
         if type(item) is SseMessage:
-            frame = self.encode_frame(item)
+            frame = self._encode_frame(item)
             self.kept[position] = (self.kept[position][0], frame)
             return frame
-        return self.encode_frame(render_stateless(item, self.run_hex))  # type: ignore[arg-type]  # a stateless event
+        return self._encode_frame(render_stateless(item, self._run_hex))  # type: ignore[arg-type]  # a stateless event
 
     def replayed(self, events: Sequence[RunEvent], wants: Wants | None) -> list[bytes]:
         """The frames of stored events this run no longer holds in memory: stateless ones rendered
@@ -222,8 +229,13 @@ class HotRun:
                 if wants is None or wants(*topic):
                     out.append(item if isinstance(item, bytes) else self._frame(position, item))
             elif is_stateless(event) and (wants is None or wants(*message_topic(event))):
-                out.append(self.encode_frame(render_stateless(event, self.run_hex)))
+                out.append(self._encode_frame(render_stateless(event, self._run_hex)))
         return out
+
+    def full_index(self) -> VisitIndex | None:
+        """Every visit of the run so far; None once its index reached its visit cap (the log has the rest)."""
+        index = self.sse.index
+        return None if index.overflowed else index
 
     def changed_event(self) -> asyncio.Event:
         """The event that the next change will set (take it before reading frames)."""

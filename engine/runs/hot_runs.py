@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
 from domain.events import RunEvent
+from engine.clock import utcnow
 from engine.observability.metrics import REPLAY_READS
 from engine.runs.hot import FrameEncoder, HotRun, Wants
+from projections.visits import VisitIndex
 
 
 def _by_run(events: Sequence[RunEvent]) -> Mapping[UUID, Sequence[RunEvent]]:
@@ -42,7 +45,6 @@ LOAD_PAGE = 2000
 FOLD_SLICE = 250
 REPLAY_PAGE = 1000
 """Events a client behind the memory buffer reads from the store at a time."""
-BIG_MESSAGE_BYTES = 64 * 1024
 
 
 class HotRuns:
@@ -54,10 +56,10 @@ class HotRuns:
     ) -> None:
         self._read = read
         self._last_position = last_position
-        self.encode_frame = encode_frame
-        self.max_frames = max_frames
-        self.retention_seconds = retention_seconds
-        self.runs: dict[UUID, HotRun] = {}
+        self._encode_frame = encode_frame
+        self._max_frames = max_frames
+        self._retention_seconds = retention_seconds
+        self._runs: dict[UUID, HotRun] = {}
         self._loading: dict[UUID, asyncio.Future[HotRun | None]] = {}
         self._refolding: dict[UUID, asyncio.Future[None]] = {}
         self.closing = False
@@ -66,29 +68,68 @@ class HotRuns:
     def close_streams(self) -> None:
         """Ask every open stream to send what it has and end (the server is shutting down)."""
         self.closing = True
-        for hot in self.runs.values():
-            hot._notify()
+        for hot in self._runs.values():
+            hot.wake()
+
+    def __len__(self) -> int:
+        """How many runs this process keeps in memory."""
+        return len(self._runs)
+
+    def __iter__(self) -> Iterator[HotRun]:
+        """The runs this process keeps in memory now."""
+        return iter(list(self._runs.values()))
 
     def is_hot(self, run_id: UUID) -> bool:
         """True when this process keeps the run in memory."""
-        return run_id in self.runs
+        return run_id in self._runs
+
+    def find(self, run_id: UUID) -> HotRun | None:
+        """The run if this process keeps it in memory (loaded or loading), else None; never reads the store."""
+        return self._runs.get(run_id)
+
+    def forget(self, run_id: UUID) -> None:
+        """Drop the run from memory at once (its next reader loads it from the store)."""
+        self._runs.pop(run_id, None)
 
     def wants(self, run_id: UUID, position: int) -> bool:
         """True when the run is hot here and has not applied the event at `position` yet."""
-        hot = self.runs.get(run_id)
+        hot = self._runs.get(run_id)
         return hot is not None and position > hot.version
+
+    def index_of(self, run_id: UUID, *, ended_within: timedelta) -> VisitIndex | None:
+        """Every visit of a loaded hot run, while it runs and for `ended_within` after it ended; else None
+        (not hot here, still loading, past its visit cap, or ended longer ago)."""
+        hot = self._runs.get(run_id)
+        if hot is None or not hot.complete:
+            return None
+        ended = hot.summary.completed_at
+        if ended is not None and utcnow() - ended >= ended_within:
+            return None
+        return hot.full_index()
+
+    def writer_joined(self, run_id: UUID) -> None:
+        """A writer of the run began in this process (a finished run keeps its frames while it writes)."""
+        hot = self._runs.get(run_id)
+        if hot is not None:
+            hot.writer_joined()
+
+    def writer_left(self, run_id: UUID) -> None:
+        """A writer of the run in this process went."""
+        hot = self._runs.get(run_id)
+        if hot is not None:
+            hot.writer_left()
 
     def open(self, run_id: UUID) -> HotRun:
         """Register a brand-new run (its creator will publish its first events)."""
-        hot = HotRun(run_id, max_frames=self.max_frames, encode_frame=self.encode_frame)
+        hot = HotRun(run_id, max_frames=self._max_frames, encode_frame=self._encode_frame)
         hot.complete = True
-        self.runs[run_id] = hot
+        self._runs[run_id] = hot
         return hot
 
     def publish(self, events: Sequence[RunEvent]) -> None:
         """Offer newly stored events to the hot runs they belong to."""
         for run_id, run_events in _by_run(events).items():
-            hot = self.runs.get(run_id)
+            hot = self._runs.get(run_id)
             if hot is not None and hot.offer(run_events) and hot.complete:
                 asyncio.ensure_future(self._fill_gap(hot))
 
@@ -122,7 +163,7 @@ class HotRuns:
 
     async def _refold(self, hot: HotRun) -> None:
         upto, after = hot.kept_missing_upto, 0
-        fold = HotRun(hot.run_id, max_frames=FOLD_SLICE, encode_frame=self.encode_frame)
+        fold = HotRun(hot.run_id, max_frames=FOLD_SLICE, encode_frame=self._encode_frame)
         while after < upto:
             page = await self._read(hot.run_id, after, min(LOAD_PAGE, upto - after))
             if not page:
@@ -140,14 +181,14 @@ class HotRuns:
         With `first_page`, a run being loaded is returned as soon as its first page is
         applied (its `complete` is False until the rest follows); a stream can start at once.
         """
-        hot = self.runs.get(run_id)
+        hot = self._runs.get(run_id)
         if hot is not None and hot.complete:
             hot.touched = time.monotonic()
             return hot
         loading = self._loading.get(run_id)
         if loading is None:
-            hot = hot or HotRun(run_id, max_frames=self.max_frames, encode_frame=self.encode_frame)
-            self.runs[run_id] = hot
+            hot = hot or HotRun(run_id, max_frames=self._max_frames, encode_frame=self._encode_frame)
+            self._runs[run_id] = hot
             loading = asyncio.ensure_future(self._load(hot))
             self._loading[run_id] = loading
         if first_page and hot is not None:
@@ -182,13 +223,13 @@ class HotRuns:
                     break
                 page, size, following = await following, LOAD_PAGE, None
             if not hot.loaded:
-                self.runs.pop(run_id, None)
+                self._runs.pop(run_id, None)
                 return None
             hot.complete = True
             hot.touched = time.monotonic()
             return hot
         except BaseException:
-            self.runs.pop(run_id, None)
+            self._runs.pop(run_id, None)
             if following is not None:
                 following.cancel()
             raise
@@ -200,10 +241,10 @@ class HotRuns:
         """Drop runs nobody watched or wrote for the retention time; returns how many."""
         now = time.monotonic() if now is None else now
         idle = [
-            run_id for run_id, hot in self.runs.items()
+            run_id for run_id, hot in self._runs.items()
             if hot.watchers == 0 and hot.writers == 0
-            and now - hot.touched >= self.retention_seconds
+            and now - hot.touched >= self._retention_seconds
         ]
         for run_id in idle:
-            del self.runs[run_id]
+            del self._runs[run_id]
         return len(idle)

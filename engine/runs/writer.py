@@ -74,7 +74,7 @@ class RunWriter:
     ) -> None:
         self.store = store
         self.created_at = created_at
-        self.hot_runs = hot_runs
+        self._hot_runs = hot_runs
         self.run = run
         self.coalesce_seconds = coalesce_seconds
         self._lock = asyncio.Lock()
@@ -221,7 +221,7 @@ class RunWriter:
                 raise
             self._unsure = []
             self.run = run
-            self.hot_runs.publish(events)
+            self._hot_runs.publish(events)
             runs_appended(run, events, self.created_at)
             return list(events)
         raise ConcurrentAppend(f"run {self.run.id.hex}: lost {MAX_CATCH_UPS} appends in a row to other processes")
@@ -232,7 +232,7 @@ class RunWriter:
         own, self._unsure = self._unsure, []
         if own and foreign[:len(own)] == own:  # a failed append that was stored after all
             self.run = evolve_all(self.run, own)
-            self.hot_runs.publish(own)
+            self._hot_runs.publish(own)
             foreign = foreign[len(own):]
         executed = [e for e in foreign if not isinstance(e, CONTROL_EVENTS)]
         if executed and self.executing:

@@ -105,7 +105,7 @@ async def test_a_blocking_creations_stream_ends_at_max_stream_seconds_even_when_
             writer = await server.services.runs.writer(run_id)
             visit = await open_visit(server.services, run_id)
             await stream_steps(writer, visit, 20_000, node_id="node-2")
-        hot = [server.services.hot_runs.runs[run_id] for run_id in started_runs(server)]
+        hot = [server.services.hot_runs.find(run_id) for run_id in started_runs(server)]
         with contextlib.suppress(TimeoutError):
             await until(lambda: not any(h.watchers for h in hot), 6)
         ended_after = time.monotonic() - began
