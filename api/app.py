@@ -41,7 +41,7 @@ def readiness_of(services: Services) -> Readiness:
     """What /readyz checks: the store, whether the engine takes runs now, the configured models and gateways."""
     models = [model.id for model in services.settings.engine.models] + [SCRIPTED_ID]
     return Readiness(
-        services.store, lambda: services.engine is not None and not services.hub.closing, model_ids=models,
+        services.store, lambda: services.engine is not None and not services.hot_runs.closing, model_ids=models,
         gateways=services.settings.engine.hermes_gateways,
     )
 

@@ -13,7 +13,7 @@ from api.envelope import Envelope, ok
 from api.paths import RUN_AUDIT
 from api.schemas import error_responses
 from engine.readmodel import ReadModel
-from engine.streams.hot import HotRun
+from engine.runs.hot import HotRun
 from projections.audit import projection_views
 from projections.run_row import RunRow
 

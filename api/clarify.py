@@ -34,7 +34,7 @@ from api.views import state_view
 from domain.run import check_answerable
 from engine.access import ApiKey
 from engine.execution import RunExecutor
-from engine.streams.hot import HotRun
+from engine.runs.hot import HotRun
 
 MAX_RESUME_BYTES = 128 * 1024
 

@@ -23,8 +23,8 @@ from engine.access import ApiKey, KeyRing, may_use, sees_run
 from engine.bootstrap import Services
 from engine.catalogue import Catalogue, WorkflowNotFound, numeric_id
 from engine.execution import RunExecutor
+from engine.runs.hot import HotRun
 from engine.runs.service import RunNotFound, RunService
-from engine.streams.hot import HotRun
 
 T = TypeVar("T")
 Injected: TypeAlias = Annotated[T, SkipValidationMarker(), Dependency(kind="named")]

@@ -24,8 +24,8 @@ from litestar.response import Stream
 from api.dependencies import Injected, run_by_id
 from api.paths import RUN_EVENTS
 from api.schemas import error_responses
+from engine.runs.hot import HotRun
 from engine.runs.service import RunService
-from engine.streams.hot import HotRun
 
 NDJSON = "application/x-ndjson"
 PAGE_EVENTS = 500
@@ -63,7 +63,7 @@ class EventLinesOperation(Operation):
 async def event_lines(runs: RunService, hot: HotRun, after: int) -> AsyncIterator[bytes]:
     """The run's stored events after a position, one JSON line each, a page at a time."""
     while True:
-        page = await runs.store.read_stream(hot.run_id, after=after, limit=PAGE_EVENTS)
+        page = await runs.events(hot.run_id, after=after, limit=PAGE_EVENTS)
         if not page:
             return
         yield b"".join(_encoder.encode(event) + b"\n" for event in page)

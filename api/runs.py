@@ -21,6 +21,7 @@ from api.dependencies import Injected, require_engine, run_in_workflow, visible_
 from api.downloads import measure_workspace, zip_chunks
 from api.envelope import Envelope, ok
 from api.idempotency import idempotent_request
+from api.limits import KeyLimits
 from api.listing import DEFAULT_LIMIT, CreatedAfter, CreatedBefore, Cursor, Limit, StatusFilter, workflow_run_page
 from api.paths import WORKFLOW_RUNS
 from api.schemas import (
@@ -39,7 +40,7 @@ from api.schemas import (
     error_responses,
     inline_schema,
 )
-from api.streams import LAST_EVENT_ID, parse_last_event_id, stream_frames
+from api.streams import LAST_EVENT_ID, OpenStream, open_stream, parse_last_event_id
 from api.uploads import CreateBody, read_create_body
 from api.views import created_view, run_view, started_view
 from domain.catalogue import WorkflowEntry
@@ -52,9 +53,9 @@ from engine.context.views import ContextReader
 from engine.execution import RunExecutor
 from engine.readmodel import ReadModel
 from engine.runs.creation import Creation, NewRun
+from engine.runs.hot import HotRun
 from engine.runs.service import RunService
 from engine.settings import Settings
-from engine.streams.hot import HotRun
 from engine.workspace.directory import Workspace
 from projections.visits import VisitNotFound, node_logs
 
@@ -123,16 +124,21 @@ def node_known(catalogue: Catalogue, hot: HotRun, node_id: str) -> bool:
 
 
 async def start_and_stream(
-    engine: RunExecutor, runs: RunService, settings: Settings, hot: HotRun, creation: Creation, last_event_id: str | None,
+    engine: RunExecutor, runs: RunService, stream: OpenStream, creation: Creation, last_event_id: str | None,
 ) -> EventStreamAnswer:
     """Start a blocking creation's run and answer with its stream (a repeat re-attaches after Last-Event-ID)."""
-    if creation.replayed:
-        await start_quietly(engine, creation.run_id)
-    else:
-        await engine.start(creation.run_id)
-    cursor = parse_last_event_id(last_event_id, hot.version) if creation.replayed else 0
+    try:
+        hot = await runs.hot(creation.run_id)
+        if creation.replayed:
+            await start_quietly(engine, creation.run_id)
+        else:
+            await engine.start(creation.run_id)
+        cursor = parse_last_event_id(last_event_id, hot.version) if creation.replayed else 0
+    except BaseException:
+        stream.close()
+        raise
     headers = {"X-Accel-Buffering": "no", "X-Run-Id": creation.run_id.hex}
-    return EventStreamAnswer(stream_frames(runs, settings.stream, hot, cursor), headers=headers, status_code=200)
+    return EventStreamAnswer(stream.follow(runs, hot, cursor), headers=headers, status_code=200)
 
 
 CANCEL_OUTCOMES: dict[str, CancelOutcome] = {
@@ -158,7 +164,7 @@ class RunController(Controller):
         operation_class=CREATE_BODY,
         request_max_body_size=None,
         status_code=201,
-        responses=error_responses(400, 404, 409, 413, 415, 503),
+        responses=error_responses(400, 404, 409, 413, 415, 429, 503),
     )
     async def create(
         self,
@@ -169,6 +175,7 @@ class RunController(Controller):
         runs: Injected[RunService],
         workspace: Injected[Workspace],
         settings: Injected[Settings],
+        limits: Injected[KeyLimits],
         optional_engine: Injected[RunExecutor | None],
         idempotency_key: Annotated[str | None, IDEMPOTENCY_HEADER] = None,
         last_event_id: Annotated[str | None, LAST_EVENT_ID] = None,
@@ -178,21 +185,25 @@ class RunController(Controller):
         key = check_key(idempotency_key) if idempotency_key is not None else None
         run_id = uuid4()
         run_dir = workspace.path_for(run_id)
+        stream: OpenStream | None = None
         try:
             body = await read_create_body(request, run_dir, settings.uploads)
             if not body.request.run_async:
                 require_engine(optional_engine)
+                stream = open_stream(caller, limits, request, settings.stream)
             idempotency = idempotent_request(key, caller, entry, body)
             creation = await runs.create(new_run(entry, body, caller), run_id=run_id, idempotency=idempotency)
         except BaseException:
             await remove_dir(run_dir)
+            if stream is not None:
+                stream.close()
             raise
         if creation.replayed:
             await remove_dir(run_dir)
-        hot = await runs.hot(creation.run_id)
-        if not body.request.run_async:
-            answer = await start_and_stream(require_engine(optional_engine), runs, settings, hot, creation, last_event_id)
+        if stream is not None:
+            answer = await start_and_stream(require_engine(optional_engine), runs, stream, creation, last_event_id)
             return answer  # type: ignore[return-value]  # the blocking form answers with the stream; OpenAPI documents both
+        hot = await runs.hot(creation.run_id)
         status = 200 if creation.replayed else 201
         headers = {"Idempotent-Replayed": "true"} if creation.replayed else {}
         return Response(ok(created_view(hot.summary)), status_code=status, headers=headers)  # type: ignore[return-value]  # 201 or 200 with the same envelope

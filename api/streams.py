@@ -1,9 +1,15 @@
-"""GET /api/v1/workflows/{workflowName}/runs/{runId}/stream: the replayable SSE stream."""
+"""GET /api/v1/workflows/{workflowName}/runs/{runId}/stream: the replayable SSE stream.
+
+Both ways to follow a run (this endpoint, and a blocking creation's answer in api/runs.py) open
+their stream here (`open_stream`): a per-key stream slot, the response deadline, then the run's
+feed (engine/runs/feed.py) as Server-Sent Events.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -20,11 +26,11 @@ from api.server import response_deadline
 from api.sse import encode_frame
 from engine.access import ApiKey
 from engine.context.views import ContextReader
-from engine.observability.metrics import REPLAY_READS, SSE_CLIENTS, SSE_MESSAGES
+from engine.observability.metrics import SSE_CLIENTS, SSE_MESSAGES
+from engine.runs.feed import Feed, Signal
+from engine.runs.hot import HotRun
 from engine.runs.service import RunService
 from engine.settings import Settings, StreamSettings
-from engine.streams.hot import HotRun
-from engine.waiting import wait_event
 from projections.payloads import SnapshotPayload
 from projections.sse import TERMINAL_EVENTS, SseMessage
 from projections.visits import VisitIndex, visit_snapshot
@@ -173,59 +179,73 @@ async def resume_cursor(runs: RunService, hot: HotRun, raw: str | None) -> int:
         return parse_last_event_id(raw, await runs.last_position(hot.run_id))
 
 
-async def stream_frames(
-    runs: RunService, limits: StreamSettings, hot: HotRun, cursor: int, *, only: StreamFilter = StreamFilter(),
-    snapshot: bool = False, visits: ContextReader | None = None, slot: StreamSlot | None = None,
-) -> AsyncIterator[ServerSentEventMessage]:
-    """The run's messages after `cursor`: memory first, the store (a page at a time) for what memory dropped.
+class OpenStream:
+    """A stream the caller may send: one of its key's stream slots taken, the response deadline armed."""
 
-    With `snapshot`, a `snapshot` message of the run as it is now comes first and the
-    stream goes on from there (plus the terminal message again, when the run has ended);
-    `visits` finds the visits of a run past its in-memory visit cap. The stream ends after
-    FLOWTRAIL_MAX_STREAM_SECONDS however far behind its client is; `slot` is given back at the end.
-    """
-    keepalive = limits.keepalive_seconds
-    deadline = time.monotonic() + limits.max_stream_seconds
-    hot.watchers += 1
+    def __init__(self, slot: StreamSlot, settings: StreamSettings) -> None:
+        self._slot = slot
+        self._idle = settings.keepalive_seconds
+        self._until = time.monotonic() + settings.max_stream_seconds
+
+    def follow(
+        self, runs: RunService, hot: HotRun, cursor: int, *, only: StreamFilter = StreamFilter(),
+        snapshot: ContextReader | None = None,
+    ) -> AsyncIterator[ServerSentEventMessage]:
+        """The run's messages after `cursor` as SSE, until its terminal message or FLOWTRAIL_MAX_STREAM_SECONDS
+        however far behind its client is; the slot is given back at the end.
+
+        With `snapshot` (the reader that finds the visits of a run past its in-memory visit cap), a
+        `snapshot` message of the run as it is now comes first and the stream goes on from there.
+        """
+        if snapshot is None:
+            feed = runs.follow(hot, cursor, wants=only.wants, idle=self._idle, until=self._until)
+        else:
+            feed = snapshot_first(runs, hot, only, snapshot, idle=self._idle, until=self._until)
+        return as_sse(feed, self._slot)
+
+    def close(self) -> None:
+        """Give the slot back unused (the request failed before its stream began)."""
+        self._slot.release()
+
+
+def open_stream(
+    caller: ApiKey, limits: KeyLimits, request: Request[Any, Any, Any], settings: StreamSettings,
+) -> OpenStream:
+    """Take one of the caller's stream slots (TooManyStreams when its key holds FLOWTRAIL_MAX_STREAMS_PER_KEY) and
+    arm the response deadline, so a client stuck past FLOWTRAIL_MAX_STREAM_SECONDS is cut (both stream paths)."""
+    slot = limits.open_stream(caller)
+    response_deadline(request.scope, settings.max_stream_seconds + DEADLINE_GRACE_SECONDS)
+    return OpenStream(slot, settings)
+
+
+async def snapshot_first(
+    runs: RunService, hot: HotRun, only: StreamFilter, visits: ContextReader, *, idle: float, until: float,
+) -> Feed:
+    """A `snapshot` message of the run as it is now (plus its terminal message again, once it ended), then
+    the feed from there."""
+    cursor = hot.version
+    index = await visits.index_at(hot, cursor)
+    yield [snapshot_frame(hot, only, index), *hot.terminal_frames()]
+    async with aclosing(runs.follow(hot, cursor, wants=only.wants, idle=idle, until=until)) as feed:
+        async for item in feed:
+            yield item
+
+
+async def as_sse(feed: Feed, slot: StreamSlot) -> AsyncIterator[ServerSentEventMessage]:
+    """The feed as Server-Sent Events; the stream slot is given back when it ends."""
     SSE_CLIENTS.inc()
     try:
-        if snapshot:
-            cursor = hot.version
-            index = None if visits is None else await visits.index_at(hot, cursor)
-            first = [snapshot_frame(hot, only, index)]
-            if hot.terminal_id is not None:
-                first += hot.frames_after(hot.terminal_id - 1, limit=1)[0]
-            yield _counted(FrameBatch(first))
-        behind = False
-        while (left := deadline - time.monotonic()) > 0:
-            if not hot.covers(cursor):
-                if not behind:
-                    REPLAY_READS.labels("behind_memory").inc()
-                    behind = True
-                frames, cursor = await runs.hub.replay(hot, cursor, wants=only.wants)
-                if frames:
-                    yield _counted(FrameBatch(frames))
-                continue
-            behind = False
-            changed = hot.changed_event()
-            frames, last = hot.frames_after(cursor, wants=only.wants)
-            if last > cursor:
-                cursor = last
-                if frames:
-                    yield _counted(FrameBatch(frames))
-                continue
-            if hot.terminal_id is not None and cursor >= hot.terminal_id:
-                return
-            if runs.hub.closing:
-                yield SHUTTING_DOWN
-                return
-            if not await wait_event(changed, min(keepalive, left)) and deadline > time.monotonic():
-                yield KEEPALIVE
+        async with aclosing(feed):
+            async for item in feed:
+                if type(item) is list:  # a batch of frames; `type(x) is`, as on the hot path (engine/runs/hot.py)
+                    yield _counted(FrameBatch(item))
+                elif item is Signal.IDLE:
+                    yield KEEPALIVE
+                else:
+                    yield SHUTTING_DOWN
     finally:
-        hot.watchers -= 1
         SSE_CLIENTS.dec()
-        if slot is not None:
-            slot.release()
+        slot.release()
 
 
 def _counted(batch: FrameBatch) -> FrameBatch:
@@ -273,11 +293,9 @@ class RunStreamController(Controller):
         only = parse_filter(types, nodes)
         hot = await run_access.visible(caller, run_id, workflow_name, first_page=not wants_snapshot)
         cursor = await resume_cursor(runs, hot, last_event_id)
-        slot = limits.open_stream(caller)
-        response_deadline(request.scope, settings.stream.max_stream_seconds + DEADLINE_GRACE_SECONDS)
+        stream = open_stream(caller, limits, request, settings.stream)
         return ServerSentEvent(
-            stream_frames(runs, settings.stream, hot, cursor, only=only, snapshot=wants_snapshot, visits=context,
-                          slot=slot),
+            stream.follow(runs, hot, cursor, only=only, snapshot=context if wants_snapshot else None),
             headers={"X-Accel-Buffering": "no"},
         )
 

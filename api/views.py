@@ -6,7 +6,7 @@ from urllib.parse import quote
 
 from api.paths import API
 from api.schemas import CreatedRun, RunLinks, RunState, RunView, StartedRun, TokenUsage, WorkspaceView
-from engine.streams.hot import HotRun
+from engine.runs.hot import HotRun
 from projections.summary import RunSummary, node_list
 from projections.visits import VisitIndex
 from projections.wire import iso_utc

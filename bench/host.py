@@ -30,8 +30,8 @@ from bench.cli import run_loop
 from bench.names import NODE_ID
 from bench.service import Service
 from domain import run as decide
+from engine.runs.writer import RunWriter
 from engine.settings import Settings
-from engine.streams.writer import RunWriter
 
 
 class SaveRecorder:

@@ -29,9 +29,9 @@ from domain import run as decide
 from engine.bootstrap import build_services, tune_collector
 from engine.readmodel import ReadModel
 from engine.runs.creation import NewRun
+from engine.runs.writer import RunWriter
 from engine.settings import Settings, StoreSettings
 from engine.store import AsyncEventStore
-from engine.streams.writer import RunWriter
 
 
 def settings_for(store: Store, data_dir: Path, **fields: Any) -> Settings:
@@ -116,26 +116,26 @@ class Service:
 
     def evict_idle(self) -> int:
         """Evict every idle hot run now, as the retention sweeper does once their time is up; how many went."""
-        return self._services.hub.evict_idle(now=time.monotonic() + 1e9)
+        return self._services.hot_runs.evict_idle(now=time.monotonic() + 1e9)
 
     def is_hot(self, run_id: UUID) -> bool:
         """Whether the run is held in memory."""
-        return run_id in self._services.hub.runs
+        return self._services.hot_runs.is_hot(run_id)
 
     def forget(self, run_id: UUID) -> None:
         """Drop the run from memory at once, so its next reader goes to the store."""
-        self._services.hub.runs.pop(run_id)
+        self._services.hot_runs.forget(run_id)
 
     def hot_summary(self, run_id: UUID | None = None) -> dict[str, Any]:
         """How many runs and frames are in memory; with `run_id`, that run's position, frames, watchers, writers."""
-        runs = self._services.hub.runs
-        info: dict[str, Any] = {"hot_runs": len(runs), "frames": sum(len(h.frames) for h in runs.values())}
+        hot_runs = self._services.hot_runs
+        info: dict[str, Any] = {"hot_runs": len(hot_runs), "frames": sum(len(h.ids) for h in hot_runs)}
         if run_id is not None:
-            hot = runs.get(run_id)
+            hot = hot_runs.find(run_id)
             info["run"] = (
                 None
                 if hot is None
-                else {"version": hot.version, "frames": len(hot.frames), "watchers": hot.watchers, "writers": hot.writers}
+                else {"version": hot.version, "frames": len(hot.ids), "watchers": hot.watchers, "writers": hot.writers}
             )
         return info
 

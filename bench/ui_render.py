@@ -31,7 +31,7 @@ from bench.service import Service, settings_for
 from bench.stores import Store
 from domain import run as decide
 from engine.access import ApiKey
-from engine.streams.writer import RunWriter
+from engine.runs.writer import RunWriter
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

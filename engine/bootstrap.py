@@ -23,11 +23,12 @@ from engine.execution.models import build_registry
 from engine.execution.ports import ContextTools
 from engine.hermes import DEMO_DIR as HERMES_DEMO_DIR
 from engine.readmodel import ReadModel
+from engine.runs.hot import FrameEncoder
+from engine.runs.hot_runs import HotRuns
 from engine.runs.service import RunService
 from engine.settings import Settings
 from engine.store import AsyncEventStore, EventStore, parse_database_url
 from engine.store.postgres_tail import PostgresTail
-from engine.streams.hot import FrameEncoder, LiveHub
 from engine.workspace.directory import Workspace
 from engine.workspace.retention import sweep_workspaces
 
@@ -40,7 +41,7 @@ class Services:
 
     settings: Settings
     store: AsyncEventStore
-    hub: LiveHub
+    hot_runs: HotRuns
     runs: RunService
     keys: KeyRing
     catalogue: Catalogue
@@ -90,7 +91,7 @@ class Services:
             await self.engine.requeue_orphans([(UUID(hex=row.run_id), row.last_event_id) for row in rows])
 
     async def _evict_idle_runs(self) -> None:
-        self.hub.evict_idle()
+        self.hot_runs.evict_idle()
 
     async def _sweep_workspaces(self) -> None:
         removed = await sweep_workspaces(self.store, self.workspace)
@@ -152,14 +153,14 @@ def build_services(settings: Settings, *, encode_frame: FrameEncoder,
     store = AsyncEventStore(
         sync_store, write_threads=settings.store.write_threads, retry_seconds=settings.store.write_retry_seconds,
     )
-    hub = LiveHub(
+    hot_runs = HotRuns(
         lambda run_id, after, limit: store.read_stream(run_id, after=after, limit=limit),
         store.last_position,
         max_frames=settings.stream.hot_buffer_messages,
         retention_seconds=settings.stream.hot_retention_seconds,
         encode_frame=encode_frame,
     )
-    runs = RunService(store, hub, coalesce_seconds=settings.stream.coalesce_ms / 1000.0)
+    runs = RunService(store, hot_runs, coalesce_seconds=settings.stream.coalesce_ms / 1000.0)
     tokens = ContextTokens(settings.context)
     registry = build_registry(settings.engine)
     catalogue = Catalogue(store, model_ids=registry.model_ids)
@@ -171,24 +172,24 @@ def build_services(settings: Settings, *, encode_frame: FrameEncoder,
     tail, dispatch = None, None
     if location.kind == "postgres":
         tail = PostgresTail(
-            location, sync_store.mapper, wanted=lambda run_id, at: hub.wants(run_id, at) or tasks.executing(run_id),
-            deliver=partial(_deliver_foreign, hub, tasks), local_appends_done=store.appends_done,
+            location, sync_store.mapper, wanted=lambda run_id, at: hot_runs.wants(run_id, at) or tasks.executing(run_id),
+            deliver=partial(_deliver_foreign, hot_runs, tasks), local_appends_done=store.appends_done,
         )
         store.on_appended = tail.appended_here
         dispatch = JobDispatch(location, settings.dispatch, execute=tasks.execute_here, on_stop=tasks.stop_taking_runs)
     engine = Engine(runs, tasks, dispatch=dispatch)
     return Services(
-        settings=settings, store=store, hub=hub, runs=runs, keys=KeyRing(settings.api_keys),
+        settings=settings, store=store, hot_runs=hot_runs, runs=runs, keys=KeyRing(settings.api_keys),
         catalogue=catalogue, workspace=workspace, tail=tail, engine=engine, tokens=tokens,
         context=ContextReader(
-            runs, hub, tokens, enabled=settings.context.enabled,
+            runs, hot_runs, tokens, enabled=settings.context.enabled,
             hot_retention_seconds=settings.stream.hot_retention_seconds,
         ),
         context_tools=visit_tools, read_model=ReadModel(store), dispatch=dispatch,
     )
 
 
-def _deliver_foreign(hub: LiveHub, tasks: RunTasks, events: Sequence[Any]) -> None:
+def _deliver_foreign(hot_runs: HotRuns, tasks: RunTasks, events: Sequence[Any]) -> None:
     """Events other processes appended: to the hot runs, and a cancel to the run's task when it executes here."""
-    hub.publish(events)
+    hot_runs.publish(events)
     tasks.foreign_events(events)

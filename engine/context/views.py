@@ -8,10 +8,10 @@ from datetime import timedelta
 from uuid import UUID
 
 from domain.errors import FlowtrailError
-from engine.clock import utcnow
 from engine.context.tokens import ContextTokens, Grant, InvalidToken
+from engine.runs.hot import HotRun
+from engine.runs.hot_runs import HotRuns
 from engine.runs.service import RunNotFound, RunService
-from engine.streams.hot import HotRun, LiveHub
 from projections.paths import predecessor_paths
 from projections.payloads import NodeMeta, NodeOutput, PredecessorPaths
 from projections.visits import (
@@ -120,11 +120,11 @@ class ColdIndexes:
 class ContextReader:
     """Answers context queries of asking visits from their run's visit index: memory first, the log behind."""
 
-    def __init__(self, runs: RunService, hub: LiveHub, tokens: ContextTokens, *, enabled: bool,
+    def __init__(self, runs: RunService, hot_runs: HotRuns, tokens: ContextTokens, *, enabled: bool,
                  hot_retention_seconds: float, cold: ColdIndexes | None = None) -> None:
         self.enabled = enabled
         self.runs = runs
-        self.hub = hub
+        self._hot_runs = hot_runs
         self.tokens = tokens
         self.hot_retention = timedelta(seconds=hot_retention_seconds)
         self.cold = cold if cold is not None else ColdIndexes()
@@ -134,23 +134,23 @@ class ContextReader:
 
         A hot index that reached its visit cap lacks the later visits, so such a run is read from the log too.
         """
-        hot = self.hub.runs.get(run_id)
-        if hot is not None and hot.complete and not hot.sse.index.overflowed:
-            ended = hot.summary.completed_at
-            if ended is None or utcnow() - ended < self.hot_retention:
-                return hot.sse.index, MEMORY
+        index = self._hot_runs.index_of(run_id, ended_within=self.hot_retention)
+        if index is not None:
+            return index, MEMORY
         return await self.cold.read(self.runs, run_id), STORE
 
     async def whole_index(self, hot: HotRun) -> VisitIndex:
         """A hot run's visit index with every visit: its own, or from the log once it reached its cap."""
-        if not hot.sse.index.overflowed:
-            return hot.sse.index
+        index = hot.full_index()
+        if index is not None:
+            return index
         return await self.cold.read(self.runs, hot.run_id)
 
     async def index_at(self, hot: HotRun, position: int) -> VisitIndex:
         """Every visit of a hot run as of `position`: its own index, or folded from the log once it reached its cap."""
-        if not hot.sse.index.overflowed:
-            return hot.sse.index
+        own = hot.full_index()
+        if own is not None:
+            return own
         index = VisitIndex(max_visits=None)
         for event in await self.runs.events(hot.run_id):
             if event.originator_version > position:

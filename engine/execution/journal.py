@@ -15,7 +15,7 @@ from typing import Any
 
 from domain.events import RunEvent
 from domain.run import Run
-from engine.streams.writer import MAX_BUFFERED_CHUNKS, Decision, RunWriter
+from engine.runs.writer import MAX_BUFFERED_CHUNKS, Decision, RunWriter
 
 
 class Journal:

@@ -47,8 +47,8 @@ from engine.execution.progress import Progress, VisitProgress
 from engine.execution.tools import is_idempotent
 from engine.execution.visit import VisitContext
 from engine.llm import LlmCancelled, LlmError, ModelRegistry
+from engine.runs.writer import Decision
 from engine.settings import EngineSettings
-from engine.streams.writer import Decision
 from engine.workspace.directory import Workspace
 
 logger = logging.getLogger("flowtrail.engine")

@@ -37,7 +37,7 @@ from engine.runs.service import RunService
 from engine.settings import EngineSettings
 from engine.store.deadline import outside_requests
 from engine.store.event_store import StoreUnavailable
-from engine.streams.writer import RunTakenOver, RunWriter
+from engine.runs.writer import RunTakenOver, RunWriter
 from engine.workspace.directory import Workspace
 
 logger = logging.getLogger("flowtrail.engine")

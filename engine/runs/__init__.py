@@ -1,1 +1,1 @@
-"""Run application services: creation (with idempotency), writers, state and hot reads."""
+"""A run's write and read side: creation (with idempotency), the service, the single writer and the hot read side."""

@@ -12,9 +12,11 @@ from domain.run import Run, fold
 from engine.clock import utcnow
 from engine.observability.lifecycle import run_created
 from engine.runs.creation import Creation, IdempotentRequest, NewRun, creation_events
+from engine.runs.feed import Feed, follow
+from engine.runs.hot import HotRun, Wants
+from engine.runs.hot_runs import HotRuns
+from engine.runs.writer import RunWriter
 from engine.store import AsyncEventStore, ConcurrentAppend
-from engine.streams.hot import HotRun, LiveHub
-from engine.streams.writer import RunWriter
 
 logger = logging.getLogger("flowtrail.runs")
 OPENING_TAGS = ("RunStarted", "RunCancelRequested")
@@ -33,9 +35,9 @@ class RunNotFound(FlowtrailError):
 class RunService:
     """Owns the writers of the runs this process executes and the hot read side."""
 
-    def __init__(self, store: AsyncEventStore, hub: LiveHub, *, coalesce_seconds: float) -> None:
-        self.store = store
-        self.hub = hub
+    def __init__(self, store: AsyncEventStore, hot_runs: HotRuns, *, coalesce_seconds: float) -> None:
+        self._store = store
+        self._hot_runs = hot_runs
         self.coalesce_seconds = coalesce_seconds
         self._writers: dict[UUID, RunWriter] = {}
         self._writer_locks: dict[UUID, asyncio.Lock] = {}
@@ -47,21 +49,21 @@ class RunService:
         Raises IdempotencyKeyReused when the key was used for a different request.
         """
         if idempotency is not None:
-            existing = idempotency.replayed_run(await self.store.read_stream(idempotency.stream_id))
+            existing = idempotency.replayed_run(await self._store.read_stream(idempotency.stream_id))
             if existing is not None:
                 return Creation(existing, True)
         run_id = run_id or uuid4()
         events = creation_events(run_id, new, idempotency, utcnow())
         try:
-            await self.store.append_to_stream(events)
+            await self._store.append_to_stream(events)
         except ConcurrentAppend:
             if idempotency is None:
                 raise
-            winner = idempotency.replayed_run(await self.store.read_stream(idempotency.stream_id))
+            winner = idempotency.replayed_run(await self._store.read_stream(idempotency.stream_id))
             if winner is None:
                 raise
             return Creation(winner, True)
-        self.hub.open(run_id).offer(events[-1:])
+        self._hot_runs.open(run_id).offer(events[-1:])
         run_created(events[-1])
         return Creation(run_id, False)
 
@@ -70,7 +72,7 @@ class RunService:
         writer = self._writers.get(run_id)
         if writer is not None:
             return writer.run
-        run = fold(await self.store.read_stream(run_id))
+        run = fold(await self._store.read_stream(run_id))
         if run is None:
             raise RunNotFound(run_id.hex)
         return run
@@ -84,17 +86,16 @@ class RunService:
         async with lock:
             writer = self._writers.get(run_id)
             if writer is None:
-                events = await self.store.read_stream(run_id)
+                events = await self._store.read_stream(run_id)
                 run = fold(events)
                 if run is None:
                     raise RunNotFound(run_id.hex)
                 writer = RunWriter(
-                    self.store, self.hub, run, coalesce_seconds=self.coalesce_seconds, created_at=events[0].timestamp,
+                    self._store, self._hot_runs, run, coalesce_seconds=self.coalesce_seconds,
+                    created_at=events[0].timestamp,
                 )
                 self._writers[run_id] = writer
-                hot = self.hub.runs.get(run_id)
-                if hot is not None:
-                    hot.writers += 1
+                self._hot_runs.writer_joined(run_id)
         return writer
 
     async def release(self, run_id: UUID) -> None:
@@ -106,35 +107,39 @@ class RunService:
         try:
             await writer.flush()
         finally:
-            hot = self.hub.runs.get(run_id)
-            if hot is not None and hot.writers > 0:
-                hot.writers -= 1
+            self._hot_runs.writer_left(run_id)
 
     async def hot(self, run_id: UUID, *, first_page: bool = False) -> HotRun:
-        """The run's in-memory projections (loaded from the log when cold; see LiveHub.get)."""
-        hot = await self.hub.get(run_id, first_page=first_page)
+        """The run's in-memory projections (loaded from the log when cold; see HotRuns.get)."""
+        hot = await self._hot_runs.get(run_id, first_page=first_page)
         if hot is None:
             raise RunNotFound(run_id.hex)
         return hot
 
+    def follow(
+        self, hot: HotRun, after: int, *, wants: Wants | None = None, idle: float, until: float,
+    ) -> Feed:
+        """The run's frames after `after`, memory first, then the store (`engine.runs.feed.follow`)."""
+        return follow(self._hot_runs, hot, after, wants=wants, idle=idle, until=until)
+
     async def last_position(self, run_id: UUID) -> int:
         """The position of the run's last stored event (0: no such run)."""
-        return await self.store.last_position(run_id)
+        return await self._store.last_position(run_id)
 
     async def unfinished(self) -> list[UUID]:
         """Runs that were started (or asked to cancel) and have not ended, in log order."""
         candidates: dict[UUID, None] = {}
         for tag in OPENING_TAGS:
-            for event in await self.store.read_all(tag):
+            for event in await self._store.read_all(tag):
                 candidates[event.originator_id] = None
         for tag in TERMINAL_TAGS:
-            for event in await self.store.read_all(tag):
+            for event in await self._store.read_all(tag):
                 candidates.pop(event.originator_id, None)
         return list(candidates)
 
-    async def events(self, run_id: UUID, *, after: int = 0) -> list[RunEvent]:
-        """The run's events after a position, straight from the log."""
-        return await self.store.read_stream(run_id, after=after)
+    async def events(self, run_id: UUID, *, after: int = 0, limit: int | None = None) -> list[RunEvent]:
+        """The run's events after a position (at most `limit` of them), straight from the log."""
+        return await self._store.read_stream(run_id, after=after, limit=limit)
 
     async def close(self) -> None:
         """Flush every writer; one that cannot flush is logged and does not stop the others."""

@@ -18,7 +18,7 @@ async def test_the_visits_past_the_memory_cap_ask_and_are_answered_from_the_stor
         act = await client.post("output", nodeId="act")
         late = await client.post("meta", nodeId="plan", kind="THINKING")
         early = await client.post("output", nodeId="step-001", field="n")
-    assert server.services.hub.runs[example.run_id].sse.index.overflowed
+    assert server.services.hot_runs.find(example.run_id).sse.index.overflowed
     assert {r.status_code for r in (path, act, late, early)} == {200}
     assert {r.headers["x-context-source"] for r in (path, act, late, early)} == {"store"}
     chain = path.json()["data"]

@@ -32,7 +32,7 @@ async def ask_both_ways(server, example: ExampleRun, what: str, **body) -> dict:
     async with ContextClient(server.base_url, example.run_id, token) as client:
         hot = await client.post(what, **body)
         await services.runs.release(example.run_id)
-        services.hub.runs.pop(example.run_id)
+        services.hot_runs.forget(example.run_id)
         cold = await client.post(what, **body)
     assert (hot.status_code, hot.headers["x-context-source"]) == (200, "memory")
     assert (cold.status_code, cold.headers["x-context-source"]) == (200, "store")
@@ -179,7 +179,7 @@ async def test_a_finished_run_is_served_from_memory_for_30_minutes_then_from_the
         lambda run, at: decide.complete_run(run, at, output={"status": 200, "message": "done", "data": {}}),
     )
     await services.runs.release(example.run_id)
-    hot = services.hub.runs[example.run_id]
+    hot = services.hot_runs.find(example.run_id)
     assert (await services.context.run_index(example.run_id))[1] == "memory"
     hot.summary.completed_at -= timedelta(minutes=29)
     assert (await services.context.run_index(example.run_id))[1] == "memory"
@@ -197,7 +197,7 @@ async def test_a_cold_run_is_caught_up_from_the_log_on_every_read(server):
     await visits.open("D", "d", after="a")
     example = ExampleRun(run_id, "d")
     token = services.tokens.issue(run_id, "d")
-    services.hub.runs.pop(run_id)
+    services.hot_runs.forget(run_id)
     async with ContextClient(server.base_url, run_id, token) as client:
         before = await client.post("output", nodeId="B")
         await visits.close("B", "b", B_OUTPUT)

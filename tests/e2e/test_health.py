@@ -56,7 +56,7 @@ async def test_readiness_is_503_naming_the_store_when_the_store_is_away_while_li
 
 
 async def test_a_server_shutting_down_is_not_ready(server):
-    server.services.hub.close_streams()
+    server.services.hot_runs.close_streams()
     async with server.client(key=None) as client:
         response = await client.get("/readyz")
     assert response.status_code == 503

@@ -73,7 +73,7 @@ async def open_run(services: Services) -> tuple[UUID, str]:
 async def write_run(services: Services, run_id: UUID, visit: str) -> list[tuple[int, float]]:
     """EVENTS step chunks written as fast as the writer takes them, then the run's end; the marks of its batches."""
     writer = await services.runs.writer(run_id)
-    hot = services.hub.runs[run_id]
+    hot = await services.runs.hot(run_id)
     marks = []
     for start in range(0, EVENTS, 1000):
         await stream_steps(writer, visit, 1000, start=start)
@@ -159,7 +159,7 @@ async def test_stuck_and_slow_readers_of_a_long_fast_run_cost_bounded_memory_and
             s.close()
         await asyncio.gather(*slow_reading)
         for _ in range(100):
-            if services.hub.runs[run_id].watchers == 0:
+            if services.hot_runs.find(run_id).watchers == 0:
                 break
             await asyncio.sleep(0.05)
         await asyncio.sleep(0.3)
@@ -180,7 +180,7 @@ async def test_stuck_and_slow_readers_of_a_long_fast_run_cost_bounded_memory_and
     assert growth < 150, "each lagging reader holds at most a page and its connection's write buffer"
     assert all(cut), "a reader that takes nothing for FLOWTRAIL_STREAM_STUCK_SECONDS is cut"
     assert slow_still_open == SLOW, "a reader that keeps taking bytes is not cut"
-    assert services.hub.runs[run_id].watchers == 0
+    assert services.hot_runs.find(run_id).watchers == 0
     assert worst_healthz < 1.0
     assert under_pressure.rate > baseline.rate / 4
     assert under_pressure.delay_p99_ms < max(10 * baseline.delay_p99_ms, 250)
@@ -204,7 +204,7 @@ async def test_a_stream_ends_at_max_stream_seconds_even_when_its_client_reads_no
         started = time.monotonic()
         for start in range(0, 20_000, 1000):
             await stream_steps(writer, visit, 1000, start=start)
-        hot = services.hub.runs[run_id]
+        hot = services.hot_runs.find(run_id)
         while hot.watchers and time.monotonic() - started < 10:
             await asyncio.sleep(0.05)
         ended_after = time.monotonic() - started

@@ -113,7 +113,8 @@ async def test_a_reconnect_older_than_the_memory_buffer_is_served_from_the_store
 async def test_a_reader_that_falls_behind_the_memory_buffer_mid_stream_still_gets_every_event(store, tmp_path):
     import re
 
-    from api.streams import stream_frames
+    from api.limits import StreamSlot
+    from api.streams import OpenStream
     from tests.support.server import RunningServer, server_settings
 
     server = await RunningServer(server_settings(store, tmp_path / "data", hot_buffer_messages=5000)).start()
@@ -124,7 +125,7 @@ async def test_a_reader_that_falls_behind_the_memory_buffer_mid_stream_still_get
         visit = await open_visit(writer)
         await stream_steps(writer, visit, 100)
         hot = await services.runs.hot(run_id)
-        frames = stream_frames(services.runs, services.settings.stream, hot, 0)
+        frames = OpenStream(StreamSlot(lambda: None), services.settings.stream).follow(services.runs, hot, 0)
         ids = [int(i) for i in re.findall(rb"id: (\d+)", (await anext(frames)).encode())]
         await stream_steps(writer, visit, 7000, start=100)
         await finish(writer, visit)

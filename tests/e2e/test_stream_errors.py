@@ -9,7 +9,7 @@ import pytest
 from api.errors import ApiError
 from api.sse import encode_frame
 from api.streams import resume_cursor
-from engine.streams.hot import HotRun
+from engine.runs.hot import HotRun
 from tests.support.api import log_end
 from tests.support.runs import OTHER_FLOW, new_run, run_with_steps
 

@@ -12,7 +12,7 @@ from domain import events as ev
 from domain import run as decide
 from domain.errors import IllegalTransition, RunAlreadyStarted
 from engine.bootstrap import build_services
-from engine.streams.writer import MAX_BUFFERED_CHUNKS, RunTakenOver
+from engine.runs.writer import MAX_BUFFERED_CHUNKS, RunTakenOver
 from tests.support.api import log_end
 from tests.support.runs import finish, new_run, open_visit, stream_steps
 from tests.support.server import server_settings

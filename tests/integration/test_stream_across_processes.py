@@ -30,22 +30,22 @@ async def test_a_process_that_appends_itself_still_sees_every_event_another_proc
     ours_side, theirs_side = two_services
     theirs = await new_run(theirs_side)
     their_visit = await open_visit(await theirs_side.runs.writer(theirs))
-    watched = await ours_side.hub.get(theirs)
-    watched.watchers += 1
-    ours = await new_run(ours_side)
-    our_visit = await open_visit(await ours_side.runs.writer(ours))
-    await asyncio.gather(
-        appending(ours_side, ours, our_visit, rounds=15),
-        appending(theirs_side, theirs, their_visit, rounds=15),
-    )
-    expected = [m.id for m in render_all(await theirs_side.runs.events(theirs))]
-    for _ in range(100):
-        if watched.version == expected[-1]:
-            break
-        await asyncio.sleep(0.05)
-    assert watched.ids == expected
-    cursor, frames = 0, []
-    while cursor < expected[-1]:
-        batch, cursor = watched.frames_after(cursor)
-        frames += batch
-    assert len(frames) == len(expected)
+    watched = await ours_side.hot_runs.get(theirs)
+    with watched.watch():
+        ours = await new_run(ours_side)
+        our_visit = await open_visit(await ours_side.runs.writer(ours))
+        await asyncio.gather(
+            appending(ours_side, ours, our_visit, rounds=15),
+            appending(theirs_side, theirs, their_visit, rounds=15),
+        )
+        expected = [m.id for m in render_all(await theirs_side.runs.events(theirs))]
+        for _ in range(100):
+            if watched.version == expected[-1]:
+                break
+            await asyncio.sleep(0.05)
+        assert watched.ids == expected
+        cursor, frames = 0, []
+        while cursor < expected[-1]:
+            batch, cursor = watched.frames_after(cursor)
+            frames += batch
+        assert len(frames) == len(expected)

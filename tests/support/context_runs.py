@@ -11,7 +11,7 @@ import httpx
 
 from domain import run as decide
 from engine.bootstrap import Services
-from engine.streams.writer import RunWriter
+from engine.runs.writer import RunWriter
 from tests.support.runs import new_run
 
 B_OUTPUT = {"status": 200, "message": "调用成功", "data": {"result": "hello", "count": 10}}

@@ -9,7 +9,7 @@ from uuid import UUID, uuid4
 from domain import run as decide
 from engine.bootstrap import Services
 from engine.runs.creation import NewRun
-from engine.streams.writer import RunWriter
+from engine.runs.writer import RunWriter
 
 FLOW = {"workflow_id": 7, "workflow_name": "allowed-flow", "workflow_version": 1, "display_name": "Allowed", "mode": "DAG"}
 OTHER_FLOW = {"workflow_id": 8, "workflow_name": "other-flow", "workflow_version": 1, "display_name": "Other", "mode": "DAG"}

@@ -72,7 +72,7 @@ class RunningServer:
 
     async def stop(self) -> None:
         """Shut down the way a signal would: open streams end first, then uvicorn stops."""
-        self.services.hub.close_streams()
+        self.services.hot_runs.close_streams()
         self.server.should_exit = True
         if self._task is not None:
             await self._task

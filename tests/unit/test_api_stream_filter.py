@@ -7,7 +7,7 @@ import pytest
 from api.errors import ApiError
 from api.sse import encode_frame
 from api.streams import StreamFilter, parse_filter, parse_flag
-from engine.streams.hot import HotRun
+from engine.runs.hot import HotRun
 from projections.sse import SseMessage
 from tests.unit.builders import RUN_ID, RunLog
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from api.sse import encode_frame
-from engine.streams.hot import BIG_MESSAGE_BYTES, HotRun, LiveHub
+from engine.runs.hot import BIG_MESSAGE_BYTES, HotRun
+from engine.runs.hot_runs import HotRuns
 from tests.unit.builders import RUN_ID, RunLog
 
 
@@ -39,10 +40,10 @@ def test_a_finished_run_whose_writer_left_keeps_only_its_terminal_message_and_se
     run = finished_run()
     hot = HotRun(RUN_ID, max_frames=10_000, encode_frame=encode_frame)
     hot.complete = True
-    hot.writers = 1
+    hot.writer_joined()
     hot.offer(run.events)
     assert len(hot.ids) > 50
-    hot.writers = 0
+    hot.writer_left()
     assert hot.ids == [hot.terminal_id] and hot.terminal_id == run.events[-1].originator_version
     assert not hot.covers(0) and hot.covers(hot.terminal_id - 1)
     terminal, _ = hot.frames_after(hot.terminal_id - 1)
@@ -52,12 +53,11 @@ def test_a_finished_run_whose_writer_left_keeps_only_its_terminal_message_and_se
 def test_a_finished_run_keeps_its_frames_while_a_stream_reads_it():
     hot = HotRun(RUN_ID, max_frames=10_000, encode_frame=encode_frame)
     hot.complete = True
-    hot.watchers = 1
-    hot.offer(finished_run().events)
-    kept = list(hot.ids)
-    hot.writers = 0
-    assert hot.ids == kept and hot.covers(0)
-    hot.watchers = 0
+    with hot.watch():
+        hot.offer(finished_run().events)
+        kept = list(hot.ids)
+        hot.writer_left()
+        assert hot.ids == kept and hot.covers(0)
     assert hot.ids == [hot.terminal_id]
 
 
@@ -71,16 +71,16 @@ async def test_a_replay_of_a_finished_run_nobody_held_folds_its_visit_messages_b
     async def last_position(run_id):
         return events[-1].originator_version
 
-    hub = LiveHub(read, last_position, max_frames=10_000, retention_seconds=60, encode_frame=encode_frame)
+    hot_runs = HotRuns(read, last_position, max_frames=10_000, retention_seconds=60, encode_frame=encode_frame)
     held = HotRun(RUN_ID, max_frames=10_000, encode_frame=encode_frame)
     held.offer(events)
     everything, _ = held.frames_after(0)
-    hot = hub.open(RUN_ID)
-    hot.writers = 1
+    hot = hot_runs.open(RUN_ID)
+    hot_runs.writer_joined(RUN_ID)
     hot.offer(events)
-    hot.writers = 0
+    hot_runs.writer_left(RUN_ID)
     assert hot.kept_missing_upto == hot.dropped_upto and not any(p <= hot.dropped_upto for p in hot.kept)
-    hot.watchers = 1
-    replayed, cursor = await hub.replay(hot, 0)
-    rest, _ = hot.frames_after(cursor)
+    with hot.watch():
+        replayed, cursor = await hot_runs.replay(hot, 0)
+        rest, _ = hot.frames_after(cursor)
     assert replayed + rest == everything

@@ -132,6 +132,34 @@ EXECUTION_BEHIND_ITS_PORTS = Rule(
     "execution imports no context package (it uses the ports it declares)", ("engine.execution",),
     lambda found: within(found.target, "engine.context"),
 )
+ENGINE_FLOORS: tuple[frozenset[str], ...] = (
+    frozenset({"engine.clock", "engine.waiting", "engine.config", "engine.loopback", "engine.observability"}),
+    frozenset({"engine.access", "engine.store", "engine.llm", "engine.hermes", "engine.workspace"}),
+    frozenset({"engine.settings", "engine.runs", "engine.catalogue", "engine.readmodel", "engine.dispatch"}),
+    frozenset({"engine.execution", "engine.context"}),
+    frozenset({"engine.bootstrap"}),
+)
+"""The floors inside the engine, lowest first: leaves; the log, models, gateways and access; settings and a run's
+write and read side; what executes runs and answers agents; the composition root. A package is on one floor."""
+
+
+def floor_of(module: str) -> int | None:
+    """The floor of an engine module (its package's), or None outside the engine."""
+    for level, packages in enumerate(ENGINE_FLOORS):
+        if within(module, *packages):
+            return level
+    return None
+
+
+def imports_upstairs(found: Import) -> bool:
+    """True when an engine module imports an engine module on a higher floor."""
+    here, there = floor_of(found.importer), floor_of(found.target)
+    return here is not None and there is not None and there > here
+
+
+ENGINE_KEEPS_ITS_FLOORS = Rule(
+    "an engine module imports engine modules only on its own floor or below", ("engine",), imports_upstairs,
+)
 CLIENT_STANDS_ALONE = Rule(
     "the client imports nothing of ours but the client (it speaks HTTP only)", ("client",),
     lambda found: ours(found) and not within(found.target, "client"),
@@ -143,6 +171,7 @@ ONLY_THE_SCRIPTS_USE_THE_CLIENT = Rule(
 RULES = (
     DOMAIN_KEEPS_TO_ITSELF, DOMAIN_USES_ONLY_MSGSPEC, PROJECTIONS_KEEP_TO_THE_DOMAIN, PROJECTIONS_USE_ONLY_MSGSPEC,
     ENGINE_WITHOUT_LITESTAR, API_AT_THE_TOP, COMPOSITION_ROOT_AT_THE_TOP, EXECUTION_BEHIND_ITS_PORTS,
+    ENGINE_KEEPS_ITS_FLOORS,
     CLIENT_STANDS_ALONE, ONLY_THE_SCRIPTS_USE_THE_CLIENT,
 )
 
@@ -183,6 +212,21 @@ def test_nothing_below_the_composition_root_imports_it():
 
 def test_execution_reaches_the_context_tools_only_through_its_ports():
     assert_kept(EXECUTION_BEHIND_ITS_PORTS)
+
+
+def test_the_engine_keeps_its_floors():
+    assert_kept(ENGINE_KEEPS_ITS_FLOORS)
+
+
+def test_every_engine_module_stands_on_a_floor():
+    engine_modules = [module for module in our_modules() if within(module, "engine") and module != "engine"]
+    assert [module for module in engine_modules if floor_of(module) is None] == []
+
+
+def test_a_package_stands_on_one_floor_only():
+    placed = [package for packages in ENGINE_FLOORS for package in packages]
+    assert len(placed) == len(set(placed))
+    assert not [(a, b) for a in placed for b in placed if a != b and within(a, b)]
 
 
 def test_the_client_imports_nothing_of_the_service():

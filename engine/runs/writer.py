@@ -25,8 +25,8 @@ from domain import events as ev
 from domain.run import Run, StreamPiece, check_stream_chunk, evolve, evolve_all, stream_chunks
 from engine.clock import utcnow
 from engine.observability.lifecycle import runs_appended
+from engine.runs.hot_runs import HotRuns
 from engine.store import AsyncEventStore, ConcurrentAppend
-from engine.streams.hot import LiveHub
 
 logger = logging.getLogger("flowtrail.writer")
 MERGEABLE_KINDS = frozenset({"thinking"})
@@ -69,12 +69,12 @@ class RunWriter:
     """Serialises every append to one run."""
 
     def __init__(
-        self, store: AsyncEventStore, hub: LiveHub, run: Run, *, coalesce_seconds: float,
+        self, store: AsyncEventStore, hot_runs: HotRuns, run: Run, *, coalesce_seconds: float,
         created_at: datetime | None = None,
     ) -> None:
         self.store = store
         self.created_at = created_at
-        self.hub = hub
+        self._hot_runs = hot_runs
         self.run = run
         self.coalesce_seconds = coalesce_seconds
         self._lock = asyncio.Lock()
@@ -221,7 +221,7 @@ class RunWriter:
                 raise
             self._unsure = []
             self.run = run
-            self.hub.publish(events)
+            self._hot_runs.publish(events)
             runs_appended(run, events, self.created_at)
             return list(events)
         raise ConcurrentAppend(f"run {self.run.id.hex}: lost {MAX_CATCH_UPS} appends in a row to other processes")
@@ -232,7 +232,7 @@ class RunWriter:
         own, self._unsure = self._unsure, []
         if own and foreign[:len(own)] == own:  # a failed append that was stored after all
             self.run = evolve_all(self.run, own)
-            self.hub.publish(own)
+            self._hot_runs.publish(own)
             foreign = foreign[len(own):]
         executed = [e for e in foreign if not isinstance(e, CONTROL_EVENTS)]
         if executed and self.executing:
