@@ -34,10 +34,10 @@ from engine.execution.session import RunSession, SessionTools
 from engine.llm import ModelRegistry
 from engine.observability.metrics import RUNS_ACTIVE
 from engine.runs.service import RunService
+from engine.runs.writer import RunTakenOver, RunWriter
 from engine.settings import EngineSettings
 from engine.store.deadline import outside_requests
 from engine.store.event_store import StoreUnavailable
-from engine.runs.writer import RunTakenOver, RunWriter
 from engine.workspace.directory import Workspace
 
 logger = logging.getLogger("flowtrail.engine")
