@@ -18,6 +18,7 @@ from litestar.exceptions import MethodNotAllowedException, NotFoundException
 
 from api.dependencies import Injected
 from api.errors import NOT_LOGGED, classify
+from api.jsonbody import MAX_JSON_DEPTH, nesting_depth
 from api.paths import CONTEXT
 from domain.errors import FlowtrailError
 from engine.context.contract import (
@@ -91,8 +92,11 @@ async def _answer(
     if not is_loopback_address(request.client.host if request.client else None):
         raise NotLoopback()
     grant = context.authenticate(request.headers.get(TOKEN_HEADER))
+    body = await request.body()
+    if nesting_depth(body) > MAX_JSON_DEPTH:
+        raise BadContextQuery(f"invalid request body: arrays and objects nest deeper than {MAX_JSON_DEPTH} levels")
     try:
-        query: Query = _decoders[kind].decode(await request.body())
+        query: Query = _decoders[kind].decode(body)
     except msgspec.DecodeError as exc:
         raise BadContextQuery(f"invalid request body: {exc}") from None
     require_run(grant, query.run_id)

@@ -30,6 +30,8 @@ from projections.run_row import RunRow, list_item
 MAX_LIMIT = 200
 DEFAULT_LIMIT = 50
 _CURSOR = re.compile(r"^(\d{1,19})\.([0-9a-f]{32})$")
+MAX_MICROS = 2**63 - 1
+"""A cursor's time stands in a signed 64-bit column (microseconds since the epoch): none is later."""
 
 StatusFilter = Annotated[
     list[Literal["CREATED", "RUNNING", "SUCCESS", "FAILED"]] | None,
@@ -79,7 +81,7 @@ def parse_cursor(raw: str | None) -> tuple[int, str] | None:
     except (binascii.Error, ValueError):
         text = ""
     found = _CURSOR.match(text)
-    if found is None or not raw.isascii():
+    if found is None or not raw.isascii() or int(found.group(1)) > MAX_MICROS:
         raise validation_failed(f"cursor {raw[:64]!r} is not a cursor this service handed out")
     return int(found.group(1)), found.group(2)
 
@@ -88,6 +90,8 @@ def visible_query(caller: ApiKey, *, limit: int, statuses: Sequence[str] | None,
                   created_before: str | None, cursor: str | None, workflow_id: int | None = None,
                   workflow_name: str | None = None) -> RunQuery:
     """The query of one page: the key's scope, its own runs unless it sees all, and the filters."""
+    if workflow_name is not None and "\x00" in workflow_name:
+        raise validation_failed("workflow must not contain a NUL character (no workflow name does)")
     return RunQuery(
         limit=limit,
         owner_key_id=None if caller.sees_all_runs else caller.key_id(),

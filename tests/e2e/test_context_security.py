@@ -153,6 +153,8 @@ async def test_a_fifth_live_token_for_one_visit_is_refused_and_the_four_still_wo
      "invalid request body: Expected `int` >= 1 - at `$.iterSeq`"),
     ("meta", b'{"runId": "R", "nodeId": "B", "kind": "SECRETS"}', None),
     ("meta", b'{"runId": "R", "kind": "ALL"}', "a meta query needs a visitUuid or a nodeId"),
+    ("output", b'{"runId": "R", "nodeId": "B", "field": ' + b"[" * 1000 + b"]" * 1000 + b"}",
+     "invalid request body: arrays and objects nest deeper than 64 levels"),
 ])
 async def test_a_malformed_body_is_a_bad_request(server, what, body, message):
     example = await linear_run(server.services)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from datetime import UTC, datetime, timedelta, timezone
 from functools import partial
 from uuid import UUID
@@ -150,13 +151,15 @@ async def test_the_runs_of_a_workflow_outside_the_keys_scope_are_WORKFLOW_NOT_FO
     assert (response.status_code, response.json()["code"]) == (404, "WORKFLOW_NOT_FOUND")
 
 
+BEYOND_64_BITS = base64.urlsafe_b64encode(f"{2**63}.{'0' * 32}".encode()).decode().rstrip("=")
+"""A cursor of the right form whose time is past what a signed 64-bit column holds."""
 BAD_PARAMETERS = [
     ({"limit": "0"}, "limit"), ({"limit": "201"}, "limit"), ({"limit": "many"}, "limit"),
     ({"status": "DONE"}, "status"), ({"createdAfter": "2026-01-01T00:00:00"}, "createdAfter"),
     ({"createdBefore": "yesterday"}, "createdBefore"), ({"cursor": "not-a-cursor"}, "cursor"),
-    ({"cursor": "MTIzLm5vdC1oZXg"}, "cursor"),
+    ({"cursor": "MTIzLm5vdC1oZXg"}, "cursor"), ({"cursor": BEYOND_64_BITS}, "cursor"),
 ]
-ONLY_ON_RUNS = [({"workflow": ""}, "workflow")]
+ONLY_ON_RUNS = [({"workflow": ""}, "workflow"), ({"workflow": "demo\x00report"}, "workflow")]
 """Only /runs takes a workflow filter."""
 
 
