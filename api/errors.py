@@ -103,9 +103,19 @@ def _library_message(exc: HTTPException) -> str:
         return "the request body is over the size limit"
     if isinstance(exc, ValidationException):
         extra = exc.extra if isinstance(exc.extra, list) else []
-        parts = [f"{e.get('key') or e.get('source')}: {e.get('message')}" for e in extra if isinstance(e, dict)]
+        parts = [f"{_api_name(e)}: {e.get('message')}" for e in extra if isinstance(e, dict)]
         return "; ".join(parts) or exc.detail
     return exc.detail
+
+
+def _api_name(error: dict[str, Any]) -> str:
+    """What a refused value is called in the API: Litestar names a query or path parameter by its Python name
+    (`created_after`), and every such parameter of the API is spelled in camelCase (`createdAfter`)."""
+    name = str(error.get("key") or error.get("source"))
+    if error.get("source") not in ("query", "path"):
+        return name
+    head, *rest = name.split("_")
+    return head + "".join(word[:1].upper() + word[1:] for word in rest)
 
 
 def envelope_error(status: int, code: str | int, message: str, headers: dict[str, str] | None = None) -> Response[Any]:

@@ -158,6 +158,7 @@ BAD_PARAMETERS = [
     ({"status": "DONE"}, "status"), ({"createdAfter": "2026-01-01T00:00:00"}, "createdAfter"),
     ({"createdBefore": "yesterday"}, "createdBefore"), ({"cursor": "not-a-cursor"}, "cursor"),
     ({"cursor": "MTIzLm5vdC1oZXg"}, "cursor"), ({"cursor": BEYOND_64_BITS}, "cursor"),
+    ({"createdAfter": "x" * 65}, "createdAfter"), ({"createdBefore": "y" * 65}, "createdBefore"),
 ]
 ONLY_ON_RUNS = [({"workflow": ""}, "workflow"), ({"workflow": "demo\x00report"}, "workflow")]
 """Only /runs takes a workflow filter."""
