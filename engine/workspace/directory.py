@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import unicodedata
 from pathlib import Path, PurePosixPath
 from uuid import UUID
 
@@ -18,6 +19,11 @@ MAX_PATH_BYTES = 1024
 """A whole relative path may be at most this long in UTF-8."""
 
 
+BIDI_FORMATTING = frozenset({"LRE", "RLE", "LRO", "RLO", "PDF", "LRI", "RLI", "FSI", "PDI"})
+"""The bidirectional classes of the embedding, override and isolate characters: a name holding one can show
+itself as another (`report\u202etxt.md` reads as `reportdm.txt`)."""
+
+
 class UnsafePath(FlowtrailError):
     """A relative path that would escape the workspace (or is not relative)."""
 
@@ -30,6 +36,8 @@ def safe_relative(raw: str) -> str:
     parts = [p for p in PurePosixPath(text).parts if p not in ("", ".")]
     if not parts or any(p == ".." for p in parts):
         raise UnsafePath(f"path {raw[:200]!r} escapes the workspace")
+    if any(_misleading(char) for char in text):
+        raise UnsafePath(f"path {raw[:200]!r} holds a control or bidirectional-formatting character")
     if len(parts) > MAX_PATH_SEGMENTS:
         raise UnsafePath(f"path {raw[:200]!r} has more than {MAX_PATH_SEGMENTS} segments")
     try:
@@ -41,6 +49,11 @@ def safe_relative(raw: str) -> str:
     if sum(sizes) + len(sizes) - 1 > MAX_PATH_BYTES:
         raise UnsafePath(f"path {raw[:200]!r} is over {MAX_PATH_BYTES} bytes in UTF-8")
     return "/".join(parts)
+
+
+def _misleading(char: str) -> bool:
+    """A control character (C0, DEL, C1) or a bidirectional embedding, override or isolate."""
+    return unicodedata.category(char) == "Cc" or unicodedata.bidirectional(char) in BIDI_FORMATTING
 
 
 class Workspace:

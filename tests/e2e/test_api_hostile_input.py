@@ -50,6 +50,15 @@ async def test_a_relative_path_segment_over_255_bytes_is_refused(api, client):
     await assert_refused(api, lambda: client.post(BASE, files=files), "255 bytes")
 
 
+@pytest.mark.parametrize("name", [
+    "report\u202etxt.md", "left\u2066isolate.md", "escape\x1b[31mred.md", "c1\x85.md", "del\x7f.md",
+], ids=["right-to-left-override", "left-to-right-isolate", "escape", "c1-next-line", "delete"])
+async def test_an_upload_name_with_a_control_or_bidirectional_formatting_character_is_refused(api, client, name):
+    """(httpx sends the other C0 characters of a file name percent-encoded, as HTML forms do.)"""
+    files = [("files", (name, b"x", "text/markdown"))]
+    await assert_refused(api, lambda: client.post(BASE, files=files), "control or bidirectional-formatting character")
+
+
 async def test_a_name_of_exactly_255_bytes_is_accepted(api, client):
     name = "报" * 84 + ".md"
     assert len(name.encode()) == 255
