@@ -11,6 +11,9 @@ import msgspec
 LOG_FORMATS = ("text", "json")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 LIBRARY_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access", "litestar")
+HTTP_CLIENT_LOGGERS = ("httpx", "httpcore")
+"""Quiet below WARNING whatever FLOWTRAIL_LOG_LEVEL says: at DEBUG they copy a model endpoint's response headers
+(and httpx names every request URL at INFO)."""
 _RECORD_FIELDS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime", "color_message"}
 """Attributes every record has (uvicorn adds `color_message`): the rest are the `extra` context fields."""
 
@@ -61,7 +64,8 @@ def configure_logging(log_format: str = "text", level: str = "INFO") -> None:
         library = logging.getLogger(name)
         library.handlers.clear()
         library.propagate = True
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    for name in HTTP_CLIENT_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def uvicorn_logging(level: str = "INFO") -> dict[str, Any]:

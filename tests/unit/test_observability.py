@@ -73,6 +73,16 @@ def test_every_logger_of_the_process_writes_through_one_handler_in_the_chosen_fo
     assert [line["logger"] for line in lines] == ["uvicorn.error", "litestar", "flowtrail.access"]
 
 
+def test_at_debug_the_http_clients_still_log_nothing_below_a_warning(restored_logging):
+    configure_logging("text", "DEBUG")
+    out = io.StringIO()
+    logging.getLogger().handlers[0].setStream(out)
+    logging.getLogger("httpcore.http11").debug("receive_response_headers.complete return_value=(b'x-secret', ...)")
+    logging.getLogger("httpx").info("HTTP Request: POST http://model.internal/v1/chat/completions")
+    logging.getLogger("flowtrail.engine").debug("our own debug line")
+    assert out.getvalue().count("\n") == 1 and "our own debug line" in out.getvalue()
+
+
 def test_uvicorn_keeps_the_process_logging_and_leaves_the_access_log_to_flowtrail():
     assert uvicorn_logging("DEBUG") == {"log_config": None, "access_log": False, "log_level": "debug"}
     assert isinstance(formatter("text"), TextFormatter) and isinstance(formatter("json"), JsonFormatter)
