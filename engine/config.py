@@ -98,8 +98,7 @@ def variables(cls: type[Any], path: tuple[str, ...] = ()) -> Iterator[Variable]:
             continue
         tag = _tag_of(hint)
         if tag is not None:
-            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-            yield Variable(tag.env, (*path, f.name), hint, default, tag.description, tag.secret)
+            yield Variable(tag.env, (*path, f.name), hint, _default_of(f), tag.description, tag.secret)
 
 
 def value_at(settings: Any, path: tuple[str, ...]) -> Any:
@@ -135,21 +134,32 @@ def read_section(cls: type[T], env: Mapping[str, str]) -> T:
         if isinstance(hint, type) and dataclasses.is_dataclass(hint):
             values[f.name] = read_section(hint, env)
             continue
-        tag = _tag_of(hint)
-        raw = env.get(tag.env, "") if tag is not None else ""
-        if tag is not None and raw != "":
-            values[f.name] = convert(tag.env, raw, hint, secret=tag.secret)
+        value = _value_set(hint, env)
+        if value is not _UNSET:
+            values[f.name] = value
     return cls(**values)
 
 
 def read_field(cls: type[Any], name: str, env: Mapping[str, str]) -> Any:
     """One field of a settings dataclass from its own variable alone (its default when unset)."""
     field = next(f for f in dataclasses.fields(cls) if f.name == name)
-    hint = get_type_hints(cls, include_extras=True)[name]
+    value = _value_set(get_type_hints(cls, include_extras=True)[name], env)
+    return _default_of(field) if value is _UNSET else value
+
+
+_UNSET: Any = object()
+
+
+def _value_set(hint: Any, env: Mapping[str, str]) -> Any:
+    """The converted value of the field's variable, or _UNSET when it is not set (empty counts as unset)."""
     tag = _tag_of(hint)
     raw = env.get(tag.env, "") if tag is not None else ""
-    if tag is not None and raw != "":
-        return convert(tag.env, raw, hint, secret=tag.secret)
+    if tag is None or raw == "":
+        return _UNSET
+    return convert(tag.env, raw, hint, secret=tag.secret)
+
+
+def _default_of(field: dataclasses.Field[Any]) -> Any:
     return field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
 
 
