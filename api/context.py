@@ -65,11 +65,6 @@ _decoders: dict[type, msgspec.json.Decoder[Any]] = {
 _NO_STORE = {"Cache-Control": "no-store"}
 
 
-def is_context_path(path: str) -> bool:
-    """True for the internal API's prefix and every path under it, routed or not."""
-    return path == CONTEXT or path.startswith(f"{CONTEXT}/")
-
-
 def handle_context_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     """Every internal-API error as `{code: <HTTP status>, message, data: null}`; messages never carry a token."""
     status, code, message = classify(exc)

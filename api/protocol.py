@@ -1,5 +1,5 @@
-"""uvicorn's httptools protocol with the connection guards it lacks: a header timeout, a stuck-client cut and a
-response deadline the app may set."""
+"""uvicorn's httptools protocol with the connection guards it lacks: a header timeout, limits on the size of request
+heads, a time bound on request bodies, a stuck-client cut and a response deadline the app may set."""
 
 from __future__ import annotations
 
@@ -12,9 +12,12 @@ import termios
 from collections.abc import Mapping
 from typing import Any
 
+import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from engine.settings import Settings
+from api.errors import ApiError
+from api.head_limits import HeadCount, refusal
+from engine.settings import LimitSettings, Settings
 
 log = logging.getLogger("flowtrail.server")
 
@@ -27,8 +30,11 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with the timeouts it lacks.
 
     * **header read**: a connection waiting for a request's headers (fresh, or between requests)
-      that has not sent them whole within `header_timeout` seconds is closed (uvicorn's keep-alive
-      timer stops at the first byte of a request, so a half-sent request would be kept forever);
+      that has not sent them whole within `limits.header_timeout_seconds` is closed (uvicorn's
+      keep-alive timer stops at the first byte of a request, so a half-sent request would be kept forever);
+    * **head size**: a head over its limits (`limits.max_*`: bytes, header lines, one line, the
+      target) is answered `431`/`414` and the connection closed as soon as the bytes that prove it
+      arrived (api.head_limits): the parser is never fed more of an open head than it may take;
     * **stuck client**: while the transport's write buffer is over its high-water mark (uvicorn's
       `send` then waits for it to drain), a client that takes no bytes for `stuck_seconds` (the
       buffer did not shrink) is cut (`abort`: what it did not take is dropped, not flushed);
@@ -36,7 +42,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
       after a time, for a stream whose client is stuck where the app cannot end it.
     """
 
-    header_timeout = 10.0
+    limits = LimitSettings()
     stuck_seconds = 60.0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # uvicorn's own signature
@@ -44,6 +50,11 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._header_timer: asyncio.TimerHandle | None = None
         self._stuck_timer: asyncio.TimerHandle | None = None
         self._deadline_timer: asyncio.TimerHandle | None = None
+        self._head: HeadCount | None = None
+        self._idle = True
+        """No request is being parsed: the next byte begins one."""
+        self._begun = 0
+        self._refused = False
         super().connection_made(transport)
         self._await_headers()
 
@@ -54,25 +65,115 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
                 timer.cancel()
         super().connection_lost(exc)
 
+    def data_received(self, data: bytes) -> None:
+        """uvicorn's, feeding the parser no more of an open head than it may still take."""
+        if self._refused:
+            return
+        self._unset_keepalive_if_required()
+        rest = memoryview(data)
+        while rest:
+            size = self._feedable(len(rest))
+            if not self._feed(rest[:size]):
+                return
+            rest = rest[size:]
+
+    def _feedable(self, size: int) -> int:
+        """How much of `size` bytes to feed at once: within an open head (or when the next byte begins one) at most
+        what the head may still take; in a body all."""
+        if self._head is not None:
+            return min(size, self._head.budget())
+        return min(size, self.limits.max_head_bytes) if self._idle else size
+
+    def _feed(self, piece: memoryview) -> bool:
+        """Feed the parser; False when the connection is done (refused, malformed, upgraded)."""
+        idle, begun = self._idle, self._begun
+        try:
+            self.parser.feed_data(piece)
+            if self._head is not None:
+                self._count_head(len(piece), began=self._begun - begun, at_start=idle)
+        except ApiError as error:
+            self._refuse(error)
+            return False
+        except httptools.HttpParserError as exc:
+            if isinstance(exc.__context__, ApiError):
+                self._refuse(exc.__context__)
+                return False
+            self.logger.warning("Invalid HTTP request received.")
+            self.send_400_response("Invalid HTTP request received.")
+            return False
+        except httptools.HttpParserUpgrade:
+            if self._should_upgrade():
+                self.handle_websocket_upgrade()
+            else:
+                self._unsupported_upgrade_warning()
+            return False
+        return True
+
+    def _count_head(self, size: int, *, began: int, at_start: bool) -> None:
+        """Count a fed piece into the open head: all of it when the head was open before or began with it."""
+        assert self._head is not None
+        if began == 0 or (began == 1 and at_start):
+            self._head.fed(size, from_start=began == 1)
+        else:
+            self._head.began_inside()
+
+    def _refuse(self, error: ApiError) -> None:
+        """Answer a head over its limits and close; with a response still being sent on the connection, let it end
+        and close then, unanswered."""
+        self._refused = True
+        path = self._head.path() if self._head is not None else ""
+        self._head = None
+        log.info("request from %s refused: %d %s: %s", _peer(self.client), error.status, error.code, error.message)
+        if self.pipeline or (self.cycle is not None and not self.cycle.response_complete):
+            self.flow.pause_reading()
+            if self.cycle is not None:
+                self.cycle.keep_alive = False
+            return
+        self.transport.write(refusal(error, path, self.server_state.default_headers))
+        self.transport.close()
+
     def _await_headers(self) -> None:
         if self._header_timer is None:
-            self._header_timer = self.loop.call_later(self.header_timeout, self._headers_timed_out)
+            self._header_timer = self.loop.call_later(self.limits.header_timeout_seconds, self._headers_timed_out)
 
     def _headers_timed_out(self) -> None:
         self._header_timer = None
         self.transport.close()
 
     def on_message_begin(self) -> None:
-        """A request begins: offer the app the response deadline."""
+        """A request begins: its head is counted; offer the app the response deadline."""
+        self._idle = False
+        self._begun += 1
+        self._head = HeadCount(self.limits)
         super().on_message_begin()
         self.scope["extensions"] = {RESPONSE_DEADLINE: self._response_deadline}  # type: ignore[dict-item]  # ASGI types extensions as dicts
 
+    def on_url(self, url: bytes) -> None:
+        """A piece of the request target: counted first."""
+        if self._head is not None:
+            self._head.url(url)
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        """A header line: counted first."""
+        if self._head is not None:
+            self._head.header(name, value)
+        super().on_header(name, value)
+
     def on_headers_complete(self) -> None:
-        """The headers are in: the header timer stops."""
+        """The headers are in (and within the limits): the header timer stops."""
+        if self._head is not None:
+            self._head.complete(self.parser.get_method())
+        self._head = None
         if self._header_timer is not None:
             self._header_timer.cancel()
             self._header_timer = None
         super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        """The request is in whole: the next byte begins another."""
+        self._idle = True
+        super().on_message_complete()
 
     def on_response_complete(self) -> None:
         """A response ended: wait for the next request's headers (unless one is queued already)."""
@@ -131,17 +232,16 @@ def _peer(client: tuple[str, int] | None) -> str:
     return f"{client[0]}:{client[1]}" if client else "?"
 
 
-def guarded_protocol(*, header_timeout: float, stuck_seconds: float) -> type[GuardedHttpToolsProtocol]:
-    """The guarded protocol with these timeouts."""
+def guarded_protocol(*, limits: LimitSettings, stuck_seconds: float) -> type[GuardedHttpToolsProtocol]:
+    """The guarded protocol with these limits and timeouts."""
     return type("FlowtrailHttpProtocol", (GuardedHttpToolsProtocol,),
-                {"header_timeout": header_timeout, "stuck_seconds": stuck_seconds})
+                {"limits": limits, "stuck_seconds": stuck_seconds})
 
 
 def connection_options(settings: Settings) -> dict[str, Any]:
     """What `uvicorn.Config` is given for connections: the guarded protocol and the idle (keep-alive) timeout."""
     return {
-        "http": guarded_protocol(header_timeout=settings.limits.header_timeout_seconds,
-                                 stuck_seconds=settings.stream.stuck_seconds),
+        "http": guarded_protocol(limits=settings.limits, stuck_seconds=settings.stream.stuck_seconds),
         "timeout_keep_alive": settings.limits.idle_timeout_seconds,
     }
 
@@ -151,3 +251,4 @@ def response_deadline(scope: Mapping[str, Any], seconds: float) -> None:
     cut = (scope.get("extensions") or {}).get(RESPONSE_DEADLINE)
     if cut is not None:
         cut(seconds)
+
