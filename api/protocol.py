@@ -15,6 +15,7 @@ from typing import Any
 import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from api.body_clock import BodyClock, TimedFlowControl
 from api.errors import ApiError
 from api.head_limits import HeadCount, refusal
 from engine.settings import LimitSettings, Settings
@@ -24,6 +25,8 @@ log = logging.getLogger("flowtrail.server")
 
 RESPONSE_DEADLINE = "flowtrail.response_deadline"
 """The ASGI scope extension that ends the response in progress after some seconds, even when its client reads nothing."""
+SERVER_ANSWER = "flowtrail.server_answer"
+"""The ASGI scope extension where the protocol leaves the status it answered itself (a body that came too late)."""
 
 
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
@@ -35,6 +38,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     * **head size**: a head over its limits (`limits.max_*`: bytes, header lines, one line, the
       target) is answered `431`/`414` and the connection closed as soon as the bytes that prove it
       arrived (api.head_limits): the parser is never fed more of an open head than it may take;
+    * **body time**: a body still arriving `BodyClock` seconds after its head is answered `408` (the
+      app sees the client gone, so nothing is stored), or cut when its response has begun;
     * **stuck client**: while the transport's write buffer is over its high-water mark (uvicorn's
       `send` then waits for it to drain), a client that takes no bytes for `stuck_seconds` (the
       buffer did not shrink) is cut (`abort`: what it did not take is dropped, not flushed);
@@ -50,23 +55,26 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._header_timer: asyncio.TimerHandle | None = None
         self._stuck_timer: asyncio.TimerHandle | None = None
         self._deadline_timer: asyncio.TimerHandle | None = None
+        self._body_timer: asyncio.TimerHandle | None = None
         self._head: HeadCount | None = None
+        self._body: BodyClock | None = None
         self._idle = True
         """No request is being parsed: the next byte begins one."""
         self._begun = 0
         self._refused = False
         super().connection_made(transport)
+        self.flow = self._timed_flow = TimedFlowControl(transport)
         self._await_headers()
 
     def connection_lost(self, exc: Exception | None) -> None:
         """Stop every timer of the connection."""
-        for timer in (self._header_timer, self._stuck_timer, self._deadline_timer):
+        for timer in (self._header_timer, self._stuck_timer, self._deadline_timer, self._body_timer):
             if timer is not None:
                 timer.cancel()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        """uvicorn's, feeding the parser no more of an open head than it may still take."""
+        """uvicorn's, feeding the parser no more of an open head than it may still take, then watching the body."""
         if self._refused:
             return
         self._unset_keepalive_if_required()
@@ -76,6 +84,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             if not self._feed(rest[:size]):
                 return
             rest = rest[size:]
+        self._watch_body()
 
     def _feedable(self, size: int) -> int:
         """How much of `size` bytes to feed at once: within an open head (or when the next byte begins one) at most
@@ -161,7 +170,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
-        """The headers are in (and within the limits): the header timer stops."""
+        """The headers are in (and within the limits): the header timer stops, the body's clock starts."""
         if self._head is not None:
             self._head.complete(self.parser.get_method())
         self._head = None
@@ -169,11 +178,56 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self._header_timer.cancel()
             self._header_timer = None
         super().on_headers_complete()
+        if self.cycle is not None and self.cycle.scope is self.scope:
+            self._body = BodyClock(self.limits, self._timed_flow)
+
+    def on_body(self, body: bytes) -> None:
+        """A piece of the body: counted on its clock."""
+        if self._body is not None:
+            self._body.received += len(body)
+        super().on_body(body)
 
     def on_message_complete(self) -> None:
-        """The request is in whole: the next byte begins another."""
+        """The request is in whole: its body's clock stops."""
         self._idle = True
+        self._body = None
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
         super().on_message_complete()
+
+    def _watch_body(self) -> None:
+        """A body is on its way: check its clock when it would run out."""
+        if self._body is not None and self._body_timer is None:
+            self._body_timer = self.loop.call_later(max(0.0, self._body.seconds_left()), self._check_body)
+
+    def _check_body(self) -> None:
+        self._body_timer = None
+        body = self._body
+        if body is None:
+            return
+        if self.cycle.waiting_for_100_continue:
+            body.restart()
+        if body.seconds_left() > 0:
+            self._watch_body()
+            return
+        self._body = None
+        if self.cycle.response_started or self.pipeline:
+            self._cut("its request body did not arrive in time")
+            return
+        self._body_late(body)
+
+    def _body_late(self, body: BodyClock) -> None:
+        """Answer 408 for a body that did not arrive in time; the app sees its client gone (so stores nothing)."""
+        cycle = self.cycle
+        error = ApiError("REQUEST_TIMEOUT", body.late())
+        log.info("request from %s answered %d %s", _peer(self.client), error.status, error.code)
+        cycle.scope["extensions"][SERVER_ANSWER] = {"status": error.status}
+        cycle.disconnected = True
+        cycle.message_event.set()
+        self._refused = True
+        self.transport.write(refusal(error, cycle.scope["path"], self.server_state.default_headers))
+        self.transport.close()
 
     def on_response_complete(self) -> None:
         """A response ended: wait for the next request's headers (unless one is queued already)."""
@@ -252,3 +306,9 @@ def response_deadline(scope: Mapping[str, Any], seconds: float) -> None:
     if cut is not None:
         cut(seconds)
 
+
+def server_answer(scope: Mapping[str, Any]) -> int | None:
+    """The status the protocol answered this request with itself, instead of the app's (None: the app's stands)."""
+    answer = (scope.get("extensions") or {}).get(SERVER_ANSWER) or {}
+    status = answer.get("status")
+    return status if isinstance(status, int) else None

@@ -117,6 +117,15 @@ class LimitSettings:
         "FLOWTRAIL_MAX_URL_BYTES", "longest request target (path and query), in bytes; beyond it `414 URI_TOO_LONG`",
         ge=256,
     )] = 8 * 1024
+    body_timeout_seconds: Annotated[float, setting(
+        "FLOWTRAIL_BODY_TIMEOUT_SECONDS", "a request body has this long to arrive, plus a second for every "
+        "FLOWTRAIL_BODY_MIN_BYTES_PER_SECOND bytes received; later, `408 REQUEST_TIMEOUT` and nothing is stored",
+        gt=0,
+    )] = 30.0
+    body_min_bytes_per_second: Annotated[int, setting(
+        "FLOWTRAIL_BODY_MIN_BYTES_PER_SECOND", "the slowest average rate a long request body may arrive at (0: the "
+        "whole body within FLOWTRAIL_BODY_TIMEOUT_SECONDS)", ge=0,
+    )] = 16 * 1024
 
 
 @dataclass(frozen=True)

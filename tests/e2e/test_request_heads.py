@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -43,16 +43,6 @@ async def heads_server(store: str, tmp_path) -> AsyncIterator[GuardedServer]:
     await running.start()
     yield running
     await running.stop()
-
-
-@pytest.fixture
-def server_log(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
-    """Every record of flowtrail's and uvicorn's loggers (uvicorn's do not reach the root logger)."""
-    caplog.set_level(logging.INFO)
-    uvicorn = logging.getLogger("uvicorn")
-    uvicorn.addHandler(caplog.handler)
-    yield caplog
-    uvicorn.removeHandler(caplog.handler)
 
 
 def no_warning_or_error(caplog: pytest.LogCaptureFixture) -> bool:

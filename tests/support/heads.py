@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -130,3 +131,25 @@ def oversized_heads(port: int, count: int, value_bytes: int) -> list[Exchange]:
     with ThreadPoolExecutor(max_workers=count) as pool:
         return list(pool.map(lambda _: exchange(port, data), range(count)))
 
+
+def trickle(port: int, data: bytes, *, pace: float, within: float = 10.0) -> Exchange:
+    """Send `data` (a head and the start of its body), then one more byte every `pace` seconds until the server
+    closes the connection; read its answers meanwhile."""
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        send(sock, data, None, 0.0)
+        stop = threading.Event()
+
+        def drip() -> None:
+            while not stop.wait(pace):
+                try:
+                    sock.sendall(b" ")
+                except OSError:
+                    return
+
+        dripping = threading.Thread(target=drip, daemon=True)
+        dripping.start()
+        try:
+            return read_answers(sock, None, within)
+        finally:
+            stop.set()
+            dripping.join()
