@@ -20,28 +20,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx
-
 from bench.cli import run_loop
 from bench.machine import free_port, rss_kib
 from tests.support.heads import oversized_heads
+from tests.support.process import healthy
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-async def started(port: int, process: subprocess.Popen[bytes]) -> None:
-    """Wait until the server answers /healthz."""
-    async with httpx.AsyncClient() as client:
-        for _ in range(300):
-            if process.poll() is not None:
-                raise SystemExit("the server exited at start-up")
-            try:
-                if (await client.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            await asyncio.sleep(0.05)
-    raise SystemExit("the server did not start within 15 s")
 
 
 async def run(heads: int, mib: int, checkout: Path) -> None:
@@ -51,7 +35,7 @@ async def run(heads: int, mib: int, checkout: Path) -> None:
         process = subprocess.Popen([sys.executable, "-m", "scripts.cli", "serve"], cwd=checkout, env=env,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            await started(port, process)
+            await healthy(f"http://127.0.0.1:{port}", process, lambda: "the server exited at start-up", seconds=15)
             before = rss_kib(process.pid)["VmRSS"] / 1024
             began = time.monotonic()
             got = await asyncio.to_thread(oversized_heads, port, heads, mib << 20)
