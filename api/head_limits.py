@@ -62,8 +62,7 @@ class HeadCount:
         else:
             self.received += size
         if self.received >= self.limits.max_head_bytes:
-            raise head_too_large(f"the request head is over {self.limits.max_head_bytes} bytes "
-                                 "(FLOWTRAIL_MAX_HEAD_BYTES)")
+            raise self._over()
 
     def path(self) -> str:
         """The path the request target begins with (all of it, or its first bytes when it is long)."""
@@ -72,7 +71,7 @@ class HeadCount:
     def began_inside(self) -> None:
         """The head began after another request in the same read: count it by what the callbacks saw."""
         self.exact = False
-        self.received = max(self.received, self.least_size(b""))
+        self.received = max(self.received, self.url_bytes + self.line_bytes)
         self.fed(0, from_start=False)
 
     def url(self, piece: bytes) -> None:
@@ -99,12 +98,14 @@ class HeadCount:
     def complete(self, method: bytes) -> None:
         """The head ended; one that began inside a read is checked by the least it can have been."""
         if not self.exact and self.least_size(method) > self.limits.max_head_bytes:
-            raise head_too_large(f"the request head is over {self.limits.max_head_bytes} bytes "
-                                 "(FLOWTRAIL_MAX_HEAD_BYTES)")
+            raise self._over()
 
     def least_size(self, method: bytes) -> int:
-        """The fewest bytes a head with what the callbacks saw can have."""
+        """The fewest bytes a whole head with what the callbacks saw can have."""
         return len(method) + self.url_bytes + REQUEST_LINE_FRAME + self.line_bytes + len(b"\r\n")
+
+    def _over(self) -> ApiError:
+        return head_too_large(f"the request head is over {self.limits.max_head_bytes} bytes (FLOWTRAIL_MAX_HEAD_BYTES)")
 
 
 def refusal(error: ApiError, path: str, default_headers: list[tuple[bytes, bytes]]) -> bytes:
