@@ -21,8 +21,8 @@ from api.dependencies import Injected, RunAccess
 from api.errors import ApiError, validation_failed
 from api.limits import KeyLimits, StreamSlot
 from api.paths import WORKFLOW_RUN
+from api.protocol import response_deadline
 from api.schemas import EventStreamOperation, RunIdInPath, WorkflowNameInPath, stream_responses
-from api.server import response_deadline
 from api.sse import encode_frame
 from engine.access import ApiKey
 from engine.context.views import ContextReader

@@ -13,7 +13,8 @@ from typing import IO
 import uvicorn
 
 from api.app import create_app
-from api.server import GracefulServer, connection_options
+from api.protocol import connection_options
+from api.server import GracefulServer
 from api.sse import encode_frame
 from engine.bootstrap import build_services
 from engine.config import SettingsError
