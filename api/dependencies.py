@@ -121,7 +121,7 @@ def service_dependencies(services: Services) -> dict[str, Provide]:
 
     async def caller(request: Request[Any, Any, Any]) -> ApiKey:
         key = keys.authenticate(request.headers.get("x-api-key"))
-        request.state[CALLER_KEY_ID] = key.key_id()  # the access log's key id, so it need not authenticate again
+        request.state[CALLER_KEY_ID] = key.id  # the access log's key id, so it need not authenticate again
         limits.admit(key)
         return key
 

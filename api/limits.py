@@ -74,7 +74,7 @@ class KeyLimits:
     def __init__(self, settings: LimitSettings, keys: Iterable[ApiKey], clock: Callable[[], float] = time.monotonic):
         self.settings = settings
         self.clock = clock
-        ids = {key.key_id() for key in keys}
+        ids = {key.id for key in keys}
         self.streams: dict[str, int] = dict.fromkeys(ids, 0)
         now = clock()
         rate = settings.rate_limit_per_key
@@ -82,7 +82,7 @@ class KeyLimits:
 
     def admit(self, key: ApiKey) -> None:
         """Count one request of the key; RateLimited when it is over its rate."""
-        bucket = self.buckets.get(key.key_id())
+        bucket = self.buckets.get(key.id)
         if bucket is None:
             return
         wait = bucket.take(self.clock())
@@ -95,7 +95,7 @@ class KeyLimits:
 
     def open_stream(self, key: ApiKey) -> StreamSlot:
         """A stream slot of the key; TooManyStreams when it holds FLOWTRAIL_MAX_STREAMS_PER_KEY already."""
-        key_id = key.key_id()
+        key_id = key.id
         held = self.streams.get(key_id, 0)
         if held >= self.settings.max_streams_per_key:
             raise TooManyStreams(

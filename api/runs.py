@@ -101,7 +101,7 @@ def new_run(entry: WorkflowEntry, body: CreateBody, caller: ApiKey) -> NewRun:
     """The run a creation request asks for."""
     return NewRun.of(
         entry, variables=body.request.variables, uploaded_files=tuple(f.path for f in body.files),
-        ttl_hours=body.request.ttl_hours, caller_key_id=caller.key_id(),
+        ttl_hours=body.request.ttl_hours, caller_key_id=caller.id,
     )
 
 

@@ -234,8 +234,8 @@ class Settings:
     )] = None
     api_keys: Annotated[tuple[ApiKey, ...], setting(
         "FLOWTRAIL_API_KEYS", "JSON list of `{\"key\", \"id\", \"workflowNames\", \"workflowIds\", \"seesAllRuns\"}`: "
-        "both lists empty = every workflow; a key uses only the runs it created unless `seesAllRuns`; `id` is the "
-        "stable, non-secret name runs are recorded under (default: a hash of the key; ids must differ). "
+        "both lists empty = every workflow; a key uses only the runs it created unless `seesAllRuns`; `id` "
+        "(required, distinct) is the stable, non-secret name its runs are recorded under. "
         "Unset: the key `demo-key`, no scope limit, sees all runs", secret=True,
     )] = (DEMO_KEY,)
     demo_key_in_use: bool = True

@@ -26,7 +26,7 @@ def masked(variable: Variable, value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
     if isinstance(value, tuple) and all(isinstance(item, ApiKey) for item in value):
-        return [{**msgspec.to_builtins(item), "key": MASK, "id": item.key_id()} for item in value]
+        return [{**msgspec.to_builtins(item), "key": MASK} for item in value]
     if isinstance(value, tuple):
         return msgspec.to_builtins(value)
     if variable.name == "FLOWTRAIL_DATABASE_URL":

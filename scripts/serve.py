@@ -15,6 +15,7 @@ import uvicorn
 from api.app import create_app
 from api.server import GracefulServer, connection_options
 from api.sse import encode_frame
+from engine.access import ids_naming_their_secret
 from engine.bootstrap import build_services
 from engine.config import SettingsError
 from engine.dispatch.solo import AlreadyServed, hold_serve_lock
@@ -94,6 +95,9 @@ def serve() -> int:
     services = build_services(settings, encode_frame=encode_frame)
     if settings.demo_key_in_use:
         log.warning("FLOWTRAIL_API_KEYS is unset: created the API key 'demo-key' with no scope limit")
+    for key_id in ids_naming_their_secret(settings.api_keys):
+        log.warning("the API key %r kept its former id, a hash of its secret: give it a new secret and keep the id, "
+                    "so that the id no longer tells anything about the key (docs/operations.md, \"Upgrading\")", key_id)
     log.info("store: %s", services.store.location.kind)
     config = uvicorn.Config(
         create_app(services), lifespan="on",
