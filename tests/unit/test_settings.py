@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from engine.access import DEMO_KEY, former_id, ids_naming_their_secret
+from engine.access import DEMO_KEY, ApiKey, former_id, ids_naming_their_secret
 from engine.config import SettingsError
 from engine.settings import Settings
 
@@ -73,6 +73,35 @@ def test_an_id_kept_from_before_is_told_apart_from_a_chosen_one():
     keys = keys_from(json.dumps([{"key": "old-secret", "id": former_id("old-secret")}, {"key": "k", "id": "ops"},
                                  {"key": "rotated", "id": former_id("old-secret")[:-1] + "0"}]))
     assert ids_naming_their_secret(keys) == [former_id("old-secret")]
+
+
+def test_keys_come_from_the_key_file_when_one_is_named(tmp_path):
+    path = tmp_path / "keys.json"
+    path.write_text('[{"key": "k-s3cret", "id": "ops", "seesAllRuns": true}]')
+    settings = Settings.from_env({"FLOWTRAIL_API_KEYS_FILE": str(path), "FLOWTRAIL_HOST": "0.0.0.0"})
+    assert settings.api_keys == (ApiKey(key="k-s3cret", id="ops", sees_all_runs=True),)
+    assert settings.api_keys_file == path and not settings.demo_key_in_use
+
+
+@pytest.mark.parametrize("content,problem", [
+    (None, "FLOWTRAIL_API_KEYS_FILE: cannot read"),
+    ('[{"key": "s3cret"}]', "FLOWTRAIL_API_KEYS_FILE: key 1 of 1 has no `id`"),
+    ('[{"key": "s3cret", "id": "a"', "FLOWTRAIL_API_KEYS_FILE: not a valid JSON list"),
+    ("[]", "FLOWTRAIL_API_KEYS_FILE: the list is empty"),
+])
+def test_a_key_file_without_a_usable_key_list_is_refused_at_start_up_naming_the_variable(tmp_path, content, problem):
+    path = tmp_path / "keys.json"
+    if content is not None:
+        path.write_text(content)
+    message = refusal({"FLOWTRAIL_API_KEYS_FILE": str(path)})
+    assert message.startswith(problem) and "s3cret" not in message
+
+
+def test_keys_in_both_the_variable_and_a_key_file_are_refused(tmp_path):
+    path = tmp_path / "keys.json"
+    path.write_text('[{"key": "a", "id": "a"}]')
+    message = refusal({"FLOWTRAIL_API_KEYS_FILE": str(path), "FLOWTRAIL_API_KEYS": '[{"key": "b", "id": "b"}]'})
+    assert message.startswith("FLOWTRAIL_API_KEYS_FILE: FLOWTRAIL_API_KEYS is set too")
 
 
 @pytest.mark.parametrize("variable,value,problem,accepted", [

@@ -1,4 +1,4 @@
-"""API keys: who the caller is (constant-time) and which workflows it may touch."""
+"""API keys: who the caller is (constant-time), which workflows and runs it may touch, and the keys in force."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Iterable
 import msgspec
 
 from domain.errors import FlowtrailError
+from domain.events import RunCreated
 from engine.config import SettingsError
 
 
@@ -73,23 +74,55 @@ class Unauthorized(FlowtrailError):
 
 
 class KeyRing:
-    """The configured external API keys."""
+    """The external API keys in force; `replace` puts a new list in force at once (a reload of the keys)."""
 
     def __init__(self, keys: tuple[ApiKey, ...]) -> None:
-        self.keys = keys
-        self._encoded = [(k.key.encode(), k) for k in keys]
+        self._state = _Ring(keys, 0)
+
+    @property
+    def keys(self) -> tuple[ApiKey, ...]:
+        """The keys in force."""
+        return self._state.keys
+
+    @property
+    def generation(self) -> int:
+        """How many times the keys were replaced (a holder of older answers asks again when it changed)."""
+        return self._state.generation
+
+    def replace(self, keys: tuple[ApiKey, ...]) -> None:
+        """Put a new key list in force (one assignment: a request sees the old list or the new one, never a mix)."""
+        self._state = _Ring(keys, self._state.generation + 1)
 
     def authenticate(self, presented: str | None) -> ApiKey:
         """The key matching the presented secret, compared in constant time."""
         if not presented:
             raise Unauthorized("missing X-API-Key header")
+        found = self._state.find(presented)
+        if found is None:
+            raise Unauthorized("invalid API key")
+        return found
+
+    def current(self, key: ApiKey) -> ApiKey | None:
+        """The key in force with this key's secret (its scope as reloaded); None once it was removed."""
+        return self._state.find(key.key)
+
+
+class _Ring:
+    """One key list, with its secrets encoded once for comparison."""
+
+    __slots__ = ("keys", "generation", "_encoded")
+
+    def __init__(self, keys: tuple[ApiKey, ...], generation: int) -> None:
+        self.keys, self.generation = keys, generation
+        self._encoded = [(k.key.encode(), k) for k in keys]
+
+    def find(self, presented: str) -> ApiKey | None:
+        """The key whose secret this is, compared with every key in constant time."""
         candidate = presented.encode()
         found: ApiKey | None = None
         for secret, key in self._encoded:
             if hmac.compare_digest(secret, candidate) and found is None:
                 found = key
-        if found is None:
-            raise Unauthorized("invalid API key")
         return found
 
 
@@ -103,3 +136,27 @@ def may_use(key: ApiKey, workflow_name: str, workflow_id: int) -> bool:
 def sees_run(key: ApiKey, owner_key_id: str) -> bool:
     """True when the run is the key's own (compared by stable key id), or the key sees all runs."""
     return key.sees_all_runs or hmac.compare_digest(owner_key_id.encode(), key.id.encode())
+
+
+def reaches(key: ApiKey, created: RunCreated) -> bool:
+    """True when the key may see the run: its workflow is in the key's scope, and it is the key's own (or the key
+    sees all runs)."""
+    return may_use(key, created.workflow_name, created.workflow_id) and sees_run(key, created.caller_key_id)
+
+
+class StandingAccess:
+    """A caller's access to one run, asked again of the keys in force whenever they were reloaded (open streams)."""
+
+    __slots__ = ("_ring", "_key", "_created", "_checked", "_holds")
+
+    def __init__(self, ring: KeyRing, key: ApiKey, created: RunCreated) -> None:
+        self._ring, self._key, self._created = ring, key, created
+        self._checked, self._holds = ring.generation, True
+
+    def holds(self) -> bool:
+        """False once a reload removed the caller's key or left the run outside what it reaches."""
+        if self._checked != self._ring.generation:
+            self._checked = self._ring.generation
+            current = self._ring.current(self._key)
+            self._holds = current is not None and reaches(current, self._created)
+        return self._holds
