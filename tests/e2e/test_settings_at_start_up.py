@@ -158,6 +158,15 @@ def test_config_as_json_names_each_variables_value_and_source():
     assert found["FLOWTRAIL_PORT"] == {"value": 2438, "source": "default"}
 
 
+def test_config_shows_the_keys_of_the_key_file_masked_and_says_where_they_came_from(tmp_path):
+    path = tmp_path / "keys.json"
+    path.write_text(json.dumps([{"key": "k-s3cret-1", "id": "ops"}]))
+    done = flowtrail("config", env={"FLOWTRAIL_API_KEYS_FILE": str(path)})
+    assert done.returncode == 0 and "s3cret" not in done.stdout
+    assert ('FLOWTRAIL_API_KEYS=[{"key": "***", "workflowNames": [], "workflowIds": [], "id": "ops", '
+            '"seesAllRuns": false}]  # from FLOWTRAIL_API_KEYS_FILE') in done.stdout.splitlines()
+
+
 def test_config_refuses_a_bad_setting_as_serve_does():
     line = refused_in_one_line(flowtrail("config", env={"FLOWTRAIL_LOAD_DEMOS": "ture"}))
     assert line.startswith("FLOWTRAIL_LOAD_DEMOS: got 'ture'")
