@@ -128,7 +128,7 @@ async def test_a_key_added_to_the_key_file_is_served_on_its_next_request(keyed):
 @pytest.mark.parametrize("change", [(OPS,), (OPS, NARROWED_TEAM), (OPS, {**TEAM, "key": "team-rotated-s3cret"})],
                          ids=["removed", "narrowed", "secret-changed"])
 async def test_an_open_stream_of_a_key_that_lost_the_run_ends_with_a_comment_and_another_keys_stream_goes_on(
-    keyed, change,
+    keyed, change, store, measured,
 ):
     run_id = await started_run(keyed)
     path = f"{MILITARY_RUNS}/{run_id}/stream"
@@ -138,9 +138,12 @@ async def test_an_open_stream_of_a_key_that_lost_the_run_ends_with_a_comment_and
             team_reading = asyncio.create_task(team_stream.read(by_team))
             ops_reading = asyncio.create_task(ops_stream.read(by_ops))
             await asyncio.wait_for(asyncio.gather(team_stream.live.wait(), ops_stream.live.wait()), 30)
+            reloaded = asyncio.get_running_loop().time()
             await keyed.put_in_force(*change)
             await asyncio.wait_for(team_reading, 30)
+            ended = asyncio.get_running_loop().time() - reloaded
             assert team_stream.last == LAST_FRAME
+            measured(f"[{store.split(':')[0]}] the stream ended {ended:.3f} s after the reload (keep-alive 0.2 s)")
             await open_visit(keyed.server.services, UUID(run_id))
             async with asyncio.timeout(30):
                 while "event: node_status" not in ops_stream.lines:
