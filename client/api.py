@@ -172,10 +172,12 @@ class FlowtrailClient:
     async def list(
         self, *, status: str | Iterable[str] | None = None, workflow: str | None = None,
         created_after: str | None = None, created_before: str | None = None, limit: int | None = None,
-        cursor: str | None = None,
+        cursor: str | None = None, error_code: str | Iterable[str] | None = None,
     ) -> RunPage:
-        """One page of the runs the key may see, newest first (pass `next_cursor` back for the next)."""
-        params: list[tuple[str, str | int]] = [("status", s) for s in ([status] if isinstance(status, str) else status or ())]
+        """One page of the runs the key may see, newest first (pass `next_cursor` back for the next); `status`
+        `WAITING` lists the runs waiting for an answer, `error_code` failed runs of those categories."""
+        params: list[tuple[str, str | int]] = [("status", s) for s in _many(status)]
+        params += [("errorCode", code) for code in _many(error_code)]
         named = {"workflow": workflow, "createdAfter": created_after, "createdBefore": created_before,
                  "limit": limit, "cursor": cursor}
         params += [(name, value) for name, value in named.items() if value is not None]
@@ -268,3 +270,8 @@ class FlowtrailClient:
 def run_id_of(run: RunRef) -> str:
     """The run id a reference names."""
     return run if isinstance(run, str) else run.run_id
+
+
+def _many(value: str | Iterable[str] | None) -> list[str]:
+    """One value or several as a list (none: empty)."""
+    return [value] if isinstance(value, str) else list(value or ())

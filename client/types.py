@@ -99,6 +99,11 @@ class RunView(Answer):
     cancel_requested: bool
     cancelled: bool
     usage: TokenUsage
+    error_code: str | None = None
+    """The failure's category (docs/api.md, "Failure categories"); None unless the run failed."""
+    waiting_for_answer: bool = False
+    waiting_since: str | None = None
+    current_pause: PauseView | None = None
 
 
 class PauseView(Answer):
@@ -155,6 +160,8 @@ class RunListItem(Answer):
     prompt_tokens: int
     completion_tokens: int
     last_event_id: int
+    waiting_for_answer: bool = False
+    waiting_since: str | None = None
 
 
 class RunPage(Answer):

@@ -82,6 +82,8 @@ class VisitFailed(RunEvent, frozen=True, tag="VisitFailed"):
     node_id: str
     error: str
     output: JSON | None = None
+    error_code: str | None = None
+    """The failure's code (`domain.failures`); None in failures stored before codes were recorded."""
 
 
 class VisitSkipped(RunEvent, frozen=True, tag="VisitSkipped"):
@@ -154,6 +156,8 @@ class RunFailed(RunEvent, frozen=True, tag="RunFailed"):
     """The run finished with an error."""
 
     error: str
+    error_code: str | None = None
+    """The failure's code (`domain.failures`); None in failures stored before codes were recorded."""
 
 
 class ModelCalled(RunEvent, frozen=True, tag="ModelCalled"):

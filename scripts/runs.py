@@ -15,10 +15,11 @@ from typing import Any, TextIO
 import msgspec
 
 from client import TERMINAL_STATUSES, FlowtrailClient, RunPage, RunView, StreamEvent
+from domain.failures import FAILURE_CODES
 from scripts.connect import add_connection_options, api_key, connect, reported, run_id
 
 Command = Callable[[FlowtrailClient, argparse.Namespace], Awaitable[int]]
-STATUSES = ("CREATED", "RUNNING", "SUCCESS", "FAILED")
+STATUSES = ("CREATED", "RUNNING", "SUCCESS", "FAILED", "WAITING")
 
 
 def print_json(value: Any) -> None:
@@ -29,7 +30,8 @@ def print_json(value: Any) -> None:
 async def list_runs(client: FlowtrailClient, args: argparse.Namespace) -> int:
     """One page of runs, newest first."""
     page = await client.list(status=args.status, workflow=args.workflow, created_after=args.created_after,
-                             created_before=args.created_before, limit=args.limit, cursor=args.cursor)
+                             created_before=args.created_before, limit=args.limit, cursor=args.cursor,
+                             error_code=args.error_code)
     if args.json:
         print_json(page)
     else:
@@ -39,10 +41,12 @@ async def list_runs(client: FlowtrailClient, args: argparse.Namespace) -> int:
 
 def print_page(page: RunPage) -> None:
     """A table of runs, and how to ask for the next page."""
-    print(f"{'RUN':32}  {'WORKFLOW':24} {'STATUS':8} {'CREATED':24} TOKENS")
+    print(f"{'RUN':32}  {'WORKFLOW':24} {'STATUS':8} {'CREATED':24} TOKENS  NOTE")
     for run in page.items:
         tokens = run.prompt_tokens + run.completion_tokens
-        print(f"{run.run_id:32}  {run.workflow_name[:24]:24} {run.status:8} {run.created_at or '-':24} {tokens}")
+        note = f"waiting for an answer since {run.waiting_since}" if run.waiting_for_answer else run.error_code or ""
+        print(f"{run.run_id:32}  {run.workflow_name[:24]:24} {run.status:8} {run.created_at or '-':24} {tokens:<6}  "
+              f"{note}".rstrip())
     if page.next_cursor:
         print(f"more: flowtrail runs list --cursor {page.next_cursor}")
 
@@ -63,7 +67,13 @@ def print_run(run: RunView) -> None:
     print(f"run {run.run_id} of {run.workflow_name}: {run.status}{cancel}")
     print(f"  created {run.created_at or '-'}, started {run.started_at or '-'}, completed {run.completed_at or '-'}")
     if run.error:
-        print(f"  error: {run.error}")
+        print(f"  error ({run.error_code}): {run.error}" if run.error_code else f"  error: {run.error}")
+    pause = run.current_pause
+    if run.waiting_for_answer and pause is not None:
+        print(f"  waiting for an answer since {run.waiting_since}, at node {pause.node_id}: {pause.question}")
+        for number, choice in enumerate(pause.choices, start=1):
+            print(f"    {number}. {choice}")
+        print(f"  answer it: flowtrail runs answer {run.run_id} ANSWER")
     for node in run.nodes:
         print(f"  [{node.node_id}] {node.status} ({node.node_type}: {node.label})" + (f" - {node.error}" if node.error else ""))
     if run.outputs:
@@ -182,7 +192,10 @@ def add_runs_commands(commands: Any) -> None:
         return parser
 
     listing = action("list", list_runs, "the runs the key may see, newest first")
-    listing.add_argument("--status", action="append", choices=STATUSES, help="only runs in this status (repeatable)")
+    listing.add_argument("--status", action="append", choices=STATUSES,
+                         help="only runs in this status (repeatable); WAITING: runs waiting for an answer")
+    listing.add_argument("--error-code", action="append", choices=FAILURE_CODES,
+                         help="only failed runs of this failure category (repeatable)")
     listing.add_argument("--workflow", help="only runs of this workflow")
     listing.add_argument("--created-after", help="ISO 8601 time with offset or Z")
     listing.add_argument("--created-before", help="ISO 8601 time with offset or Z")

@@ -18,6 +18,7 @@ from uuid import UUID
 
 from domain import events as ev
 from domain.errors import FlowtrailError
+from domain.failures import FailureCode, without_addresses
 from domain.run import EXECUTING, Run, RunStatus, fail_run
 from domain.workflow import WorkflowDefinition
 from engine.catalogue import WorkflowNotFound
@@ -239,7 +240,9 @@ class RunTasks:
         try:
             return self.workflows.version(name, version).definition
         except WorkflowNotFound:
-            raise RunFailure(f"workflow {name!r} version {version} is not in the catalogue; the run cannot go on") from None
+            raise RunFailure(
+                f"workflow {name!r} version {version} is not in the catalogue; the run cannot go on", "VALIDATION_FAILED",
+            ) from None
 
     async def _know_version(self, progress: Progress) -> None:
         """Read the catalogue again when the run's version is not known here (published through another replica)."""
@@ -257,7 +260,7 @@ class RunTasks:
                     session = RunSession(self.tools, run_id, Journal(writer, self._inflight), progress, asyncio.Event())
                     limit = self.tools.settings.run_timeout_seconds
                     await session.finish(Failed(
-                        f"the run timed out after {limit:g} s (its time limit) while waiting for an answer"))
+                        f"the run timed out after {limit:g} s (its time limit) while waiting for an answer", "RUN_TIMEOUT"))
             except FlowtrailError as refused:  # another replica answered, cancelled or failed it first
                 logger.info("run %s: its time limit passed, but %s", run_id.hex, refused)
 
@@ -284,10 +287,11 @@ class RunTasks:
 async def record_failure(runs: RunService, locks: RunLocks, run_id: UUID, error: Exception) -> None:
     """Record RunFailed; while the store is unavailable, try again with capped backoff until it records
     it or the process shuts down."""
-    if isinstance(error, StoreUnavailable):
-        reason = f"the store could not record the run's events: {error}"
+    code: FailureCode = "STORE_UNAVAILABLE" if isinstance(error, StoreUnavailable) else "INTERNAL_ERROR"
+    if code == "STORE_UNAVAILABLE":
+        reason = "the store could not record the run's events (it was unavailable; the server log has the details)"
     else:
-        reason = f"internal error: {type(error).__name__}: {error}"
+        reason = without_addresses(f"internal error: {type(error).__name__}: {error}")
     delay = FAIL_RETRY_FIRST_SECONDS
     while True:
         async with locks.of(run_id):
@@ -295,7 +299,7 @@ async def record_failure(runs: RunService, locks: RunLocks, run_id: UUID, error:
                 writer = await runs.writer(run_id)
                 writer.executing = False  # what it reads back may be its own last append
                 if not writer.run.status.is_terminal:
-                    await writer.decide(partial(fail_run, error=reason))
+                    await writer.decide(partial(fail_run, error=reason, error_code=code))
                 return
             except StoreUnavailable as still:
                 if delay == FAIL_RETRY_FIRST_SECONDS:

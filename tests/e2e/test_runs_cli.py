@@ -103,3 +103,22 @@ async def test_an_unknown_run_or_a_wrong_key_is_one_line_and_status_1(demo_serve
 async def test_a_malformed_run_id_is_refused_by_the_command_line(demo_server):
     done = await flowtrail(demo_server, "show", "not-a-run")
     assert done.returncode == 2 and "is not a run id" in done.stderr
+
+
+async def test_show_prints_the_question_a_waiting_run_asks_and_its_choices(demo_server):
+    run = await started(demo_server, "demo-clarify")
+    async with FlowtrailClient(demo_server.base_url, "test-key-all") as client:
+        async for message in client.stream(run):
+            if message.data.get("kind") == "clarify_request":
+                asked = json.loads(message.data["content"])
+                break
+    shown = await flowtrail(demo_server, "show", run.run_id)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    waiting = next(line for line in lines if "waiting for an answer since" in line)
+    assert waiting.endswith(f": {asked['question']}")
+    assert [line.strip() for line in lines if line.startswith("    ")] == [
+        f"{number}. {choice}" for number, choice in enumerate(asked["choices"], start=1)
+    ]
+    listed = await flowtrail(demo_server, "list", "--status", "WAITING", "--json")
+    assert [item["runId"] for item in json.loads(listed.stdout)["items"]] == [run.run_id]
