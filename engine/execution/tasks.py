@@ -34,6 +34,7 @@ from engine.execution.progress import Progress, fold_progress
 from engine.execution.session import RunSession, SessionTools
 from engine.llm import ModelRegistry
 from engine.observability.metrics import RUNS_ACTIVE
+from engine.observability.requests import outside_any_request
 from engine.runs.service import RunService
 from engine.runs.writer import RunTakenOver, RunWriter
 from engine.settings import EngineSettings
@@ -174,7 +175,7 @@ class RunTasks:
         task = self._tasks.get(run_id)
         if task is None or task.done():
             task = self._tasks[run_id] = asyncio.create_task(
-                self._drive(run_id), name=f"flowtrail-run-{run_id.hex}", context=outside_requests(),
+                self._drive(run_id), name=f"flowtrail-run-{run_id.hex}", context=outside_any_request(outside_requests()),
             )
             RUNS_ACTIVE.inc()
             task.add_done_callback(lambda _: RUNS_ACTIVE.dec())

@@ -62,6 +62,9 @@ def _log(event: ev.RunEvent, step: str, workflow: str, version: int, created_at:
     code = _failure_code(event)
     if code is not None:
         fields["error_code"] = code
+    request_id = getattr(event, "request_id", None)
+    if request_id is not None:
+        fields["request_id"] = request_id
     logger.info("run %s", step, extra=fields)
 
 
