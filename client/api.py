@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, Iterable, Mapping
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from functools import cache
@@ -26,6 +26,7 @@ from client.types import (
     RunView,
     StartedRun,
     StreamEvent,
+    WorkflowView,
 )
 
 T = TypeVar("T")
@@ -144,16 +145,28 @@ class FlowtrailClient:
         """The service's liveness answer (`status`, `store`)."""
         return await self._call("GET", "/healthz", dict[str, Any])
 
+    async def workflows(self) -> list[WorkflowView]:
+        """The workflows the key may run, with their declared inputs and outputs."""
+        return await self._call("GET", f"{API}/workflows", list[WorkflowView])
+
     async def create(
         self, workflow: str, variables: Mapping[str, Any] | None = None, *, ttl_hours: int | None = None,
-        idempotency_key: str | None = None,
+        idempotency_key: str | None = None, files: Sequence[tuple[str, bytes]] = (),
     ) -> CreatedRun:
-        """Create a run of a workflow (not started yet)."""
+        """Create a run of a workflow (not started yet); `files` are (path in the workspace, content) pairs,
+        sent as multipart."""
         body: dict[str, Any] = {"variables": dict(variables or {}), "async": True}
         if ttl_hours is not None:
             body["ttlHours"] = ttl_hours
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
-        created = await self._call("POST", f"{API}/workflows/{workflow}/runs", CreatedRun, json=body, headers=headers)
+        path = f"{API}/workflows/{workflow}/runs"
+        if files:
+            parts: list[tuple[str, Any]] = [("payload", (None, json.dumps(body), "application/json"))]
+            parts += [("files", (name, content, "application/octet-stream", {"X-Relative-Path": name}))
+                      for name, content in files]
+            created = await self._call("POST", path, CreatedRun, files=parts, headers=headers)
+        else:
+            created = await self._call("POST", path, CreatedRun, json=body, headers=headers)
         self._workflows[created.run_id] = created.workflow_name
         return created
 

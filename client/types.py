@@ -81,6 +81,35 @@ class TokenUsage(Answer):
     completion_tokens: int
 
 
+class WorkflowInputView(Answer):
+    """One run variable a workflow declares: its name, type, whether it is required, what it is for."""
+
+    name: str
+    type: str
+    required: bool
+    description: str
+
+
+class WorkflowOutputView(Answer):
+    """One result a workflow declares."""
+
+    name: str
+    type: str
+    description: str
+
+
+class WorkflowView(Answer):
+    """One workflow the key may run, with its declared inputs and outputs."""
+
+    workflow_id: int
+    workflow_name: str
+    display_name: str
+    description: str
+    version: int
+    inputs: list[WorkflowInputView]
+    outputs: list[WorkflowOutputView]
+
+
 class RunView(Answer):
     """A run's status, outputs, nodes, workspace and token usage."""
 

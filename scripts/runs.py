@@ -1,6 +1,6 @@
-"""`flowtrail runs list | show | watch | cancel | answer`: run operations through the Python client.
+"""`flowtrail runs create | list | show | watch | cancel | answer`: run operations through the Python client.
 
-Every sub-command takes `--url`/`--key` (else FLOWTRAIL_URL / FLOWTRAIL_API_KEY) and `--json`
+Every sub-command takes `--url`/`--key` (else FLOWTRAIL_API_KEY, else the key `flowtrail demo` uses) and `--json`
 (the API's answer as JSON instead of text).
 """
 
@@ -16,7 +16,8 @@ import msgspec
 
 from client import TERMINAL_STATUSES, FlowtrailClient, RunPage, RunView, StreamEvent
 from domain.failures import FAILURE_CODES
-from scripts.connect import add_connection_options, api_key, connect, reported, run_id
+from scripts.connect import add_connection_options, command_key, connect, reported, run_id
+from scripts.run_variables import VariablesRefused, read_files, run_variables
 
 Command = Callable[[FlowtrailClient, argparse.Namespace], Awaitable[int]]
 STATUSES = ("CREATED", "RUNNING", "SUCCESS", "FAILED", "WAITING")
@@ -25,6 +26,30 @@ STATUSES = ("CREATED", "RUNNING", "SUCCESS", "FAILED", "WAITING")
 def print_json(value: Any) -> None:
     """One answer as JSON on standard output."""
     print(msgspec.json.encode(value).decode())
+
+
+async def create_run(client: FlowtrailClient, args: argparse.Namespace) -> int:
+    """Create a run of a workflow with checked variables (and files), start it, and watch it with `--watch`."""
+    found = [w for w in await client.workflows() if args.workflow in (w.workflow_name, str(w.workflow_id))]
+    if not found:
+        print(f"error: WORKFLOW_NOT_FOUND: no workflow {args.workflow!r} this key may run", file=sys.stderr)
+        return 1
+    try:
+        variables = run_variables(found[0], args.var or [])
+        files = read_files(args.file or [])
+    except VariablesRefused as refused:
+        print(f"error: {refused}", file=sys.stderr)
+        return 2
+    created = await client.create(found[0].workflow_name, variables, files=files)
+    started = await client.start(created)
+    if args.json and not args.watch:
+        print_json(started)
+    elif not args.json:
+        print(f"run {created.run_id} of {created.workflow_name} started; follow it: flowtrail runs watch {created.run_id}")
+    if not args.watch:
+        return 0
+    args.run_id, args.after = created.run_id, 0
+    return await watch_run(client, args)
 
 
 async def list_runs(client: FlowtrailClient, args: argparse.Namespace) -> int:
@@ -191,6 +216,12 @@ def add_runs_commands(commands: Any) -> None:
         parser.set_defaults(runs_command=command)
         return parser
 
+    create = action("create", create_run, "create and start a run of a workflow, its variables checked first")
+    create.add_argument("workflow", help="the workflow's name (or numeric id)")
+    create.add_argument("--var", action="append", metavar="NAME=VALUE",
+                        help="a run variable, typed as the workflow declares it (repeatable; JSON for arrays, objects)")
+    create.add_argument("--file", action="append", metavar="PATH", help="a file for the run's workspace (repeatable)")
+    create.add_argument("--watch", action="store_true", help="follow the run until it ends (exit 0 when it completed)")
     listing = action("list", list_runs, "the runs the key may see, newest first")
     listing.add_argument("--status", action="append", choices=STATUSES,
                          help="only runs in this status (repeatable); WAITING: runs waiting for an answer")
@@ -217,7 +248,7 @@ def run_runs_command(args: argparse.Namespace) -> int:
     command: Command = args.runs_command
 
     async def work() -> int:
-        async with connect(args.url, api_key(args.key)) as client:
+        async with connect(args.url, command_key(args.key)) as client:
             return await command(client, args)
 
     return reported(work)
