@@ -1,4 +1,5 @@
-"""The outermost ASGI layer: one access log line and the HTTP metrics for every request, matched or not."""
+"""The outermost ASGI layer: the request's id, one access log line and the HTTP metrics for every request, matched
+or not."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from api.paths import CONTEXT, HEALTH, METRICS, READY
 from api.protocol import server_answer
 from engine.observability.metrics import CONTEXT_QUERIES, HTTP_DURATION, HTTP_REQUESTS
+from engine.observability.requests import REQUEST_ID, accepted_or_new
 
 logger = logging.getLogger("flowtrail.access")
 UNMATCHED = "(unmatched)"
@@ -20,8 +22,18 @@ CALLER_KEY_ID = "flowtrail.caller_key_id"
 """The key of the scope's `state` under which the `caller` dependency leaves the authenticated key's id."""
 
 
+REQUEST_ID_HEADER = b"x-request-id"
+
+
+def request_id_of(scope: Scope) -> str:
+    """The request's `X-Request-Id` when it is an acceptable id, else a new one."""
+    given = next((value for name, value in scope.get("headers", ()) if name == REQUEST_ID_HEADER), None)
+    return accepted_or_new(given.decode("latin-1") if given is not None else None)
+
+
 class AccessLog:
-    """Logs method, route template, status, duration and key id of each request; never the key or a token.
+    """Gives each request its id (`X-Request-Id`, answered back), logs method, route template, status, duration,
+    key id and request id of each request; never the key or a token.
 
     The status is the one the client got: the app's, or the server's own when it answered first (a body too late).
     """
@@ -36,19 +48,23 @@ class AccessLog:
             return
         began = time.perf_counter()
         status = 500
+        request_id = request_id_of(scope)
+        token = REQUEST_ID.set(request_id)
 
         async def send_status(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
+                message["headers"] = [*message.get("headers", ()), (REQUEST_ID_HEADER, request_id.encode())]
             await send(message)
 
         try:
             await self.app(scope, receive, send_status)
         finally:
-            self._record(scope, server_answer(scope) or status, time.perf_counter() - began)
+            REQUEST_ID.reset(token)
+            self._record(scope, server_answer(scope) or status, time.perf_counter() - began, request_id)
 
-    def _record(self, scope: Scope, status: int, seconds: float) -> None:
+    def _record(self, scope: Scope, status: int, seconds: float, request_id: str) -> None:
         route = scope.get("path_template") or UNMATCHED
         method = str(scope.get("method", ""))
         HTTP_REQUESTS.labels(method, route, str(status)).inc()
@@ -57,7 +73,7 @@ class AccessLog:
             CONTEXT_QUERIES.labels(route.removeprefix(CONTEXT), str(status)).inc()
         fields = {
             "method": method, "route": route, "status": status, "duration_ms": round(seconds * 1000, 1),
-            "key_id": self._key_id(scope),
+            "key_id": self._key_id(scope), "request_id": request_id,
         }
         level = logging.DEBUG if route in QUIET_ROUTES else logging.INFO
         logger.log(level, "request", extra=fields)

@@ -21,6 +21,7 @@ from api.envelope import Envelope, ok
 from api.errors import validation_failed
 from api.paths import RUNS
 from api.schemas import RunPage, error_responses
+from domain.failures import FailureCode
 from engine.access import ApiKey
 from engine.catalogue import Catalogue
 from engine.readmodel import ReadModel, RunQuery
@@ -34,8 +35,17 @@ MAX_MICROS = 2**63 - 1
 """A cursor's time stands in a signed 64-bit column (microseconds since the epoch): none is later."""
 
 StatusFilter = Annotated[
-    list[Literal["CREATED", "RUNNING", "SUCCESS", "FAILED"]] | None,
-    QueryParameter(required=False, description="only runs in these statuses (repeat the parameter for several)"),
+    list[Literal["CREATED", "RUNNING", "SUCCESS", "FAILED", "WAITING"]] | None,
+    QueryParameter(required=False, description=(
+        "only runs in these statuses (repeat the parameter for several); `WAITING`: the runs that wait for a "
+        "person's answer (their status is RUNNING)"
+    )),
+]
+ErrorCodeFilter = Annotated[
+    list[FailureCode] | None,
+    QueryParameter(name="errorCode", required=False, description=(
+        "only failed runs with one of these failure categories (repeat the parameter for several)"
+    )),
 ]
 CreatedAfter = Annotated[str | None, QueryParameter(
     name="createdAfter", required=False, format="date-time", max_length=64,
@@ -88,7 +98,7 @@ def parse_cursor(raw: str | None) -> tuple[int, str] | None:
 
 def visible_query(caller: ApiKey, *, limit: int, statuses: Sequence[str] | None, created_after: str | None,
                   created_before: str | None, cursor: str | None, workflow_id: int | None = None,
-                  workflow_name: str | None = None) -> RunQuery:
+                  workflow_name: str | None = None, error_codes: Sequence[str] | None = None) -> RunQuery:
     """The query of one page: the key's scope, its own runs unless it sees all, and the filters."""
     if workflow_name is not None and "\x00" in workflow_name:
         raise validation_failed("workflow must not contain a NUL character (no workflow name does)")
@@ -100,6 +110,7 @@ def visible_query(caller: ApiKey, *, limit: int, statuses: Sequence[str] | None,
         workflow_id=workflow_id,
         workflow_name=workflow_name,
         statuses=tuple(sorted(set(statuses or ()))),
+        error_codes=tuple(sorted(set(error_codes or ()))),
         created_after_us=parse_time(created_after, "createdAfter"),
         created_before_us=parse_time(created_before, "createdBefore"),
         before=parse_cursor(cursor),
@@ -125,17 +136,19 @@ class RunListController(Controller):
     async def list_runs(
         self, caller: Injected[ApiKey], read_model: Injected[ReadModel], status: StatusFilter = None,
         workflow: WorkflowFilter = None, created_after: CreatedAfter = None, created_before: CreatedBefore = None,
-        limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None,
+        limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None, error_code: ErrorCodeFilter = None,
     ) -> Envelope[RunPage]:
         """Runs in the key's scope (its own unless it sees all runs), filtered, one page at a time."""
         query = visible_query(caller, limit=limit, statuses=status, created_after=created_after,
-                              created_before=created_before, cursor=cursor, workflow_name=workflow)
+                              created_before=created_before, cursor=cursor, workflow_name=workflow,
+                              error_codes=error_code)
         return await run_page(read_model, query)
 
 
 async def workflow_run_page(
     workflow_name: str, caller: ApiKey, catalogue: Catalogue, read_model: ReadModel, *, status: Sequence[str] | None,
     created_after: str | None, created_before: str | None, limit: int, cursor: str | None,
+    error_code: Sequence[str] | None = None,
 ) -> Envelope[RunPage]:
     """One page of a workflow's runs (by name, else numeric id; WORKFLOW_NOT_FOUND outside the key's scope).
 
@@ -143,5 +156,6 @@ async def workflow_run_page(
     """
     entry = visible_workflow(catalogue, caller, workflow_name)
     query = visible_query(caller, limit=limit, statuses=status, created_after=created_after,
-                          created_before=created_before, cursor=cursor, workflow_id=entry.workflow_id)
+                          created_before=created_before, cursor=cursor, workflow_id=entry.workflow_id,
+                          error_codes=error_code)
     return await run_page(read_model, query)

@@ -22,7 +22,16 @@ from api.downloads import measure_workspace, zip_chunks
 from api.envelope import Envelope, ok
 from api.idempotency import idempotent_request
 from api.limits import KeyLimits
-from api.listing import DEFAULT_LIMIT, CreatedAfter, CreatedBefore, Cursor, Limit, StatusFilter, workflow_run_page
+from api.listing import (
+    DEFAULT_LIMIT,
+    CreatedAfter,
+    CreatedBefore,
+    Cursor,
+    ErrorCodeFilter,
+    Limit,
+    StatusFilter,
+    workflow_run_page,
+)
 from api.paths import WORKFLOW_RUNS
 from api.schemas import (
     CancelOutcome,
@@ -218,11 +227,12 @@ class RunController(Controller):
         self, workflow_name: WorkflowNameInPath, caller: Injected[ApiKey], catalogue: Injected[Catalogue],
         read_model: Injected[ReadModel], status: StatusFilter = None, created_after: CreatedAfter = None,
         created_before: CreatedBefore = None, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None,
+        error_code: ErrorCodeFilter = None,
     ) -> Envelope[RunPage]:
         """The workflow's runs in the key's scope (its own unless it sees all runs), filtered, one page at a time."""
         return await workflow_run_page(
             workflow_name, caller, catalogue, read_model, status=status, created_after=created_after,
-            created_before=created_before, limit=limit, cursor=cursor,
+            created_before=created_before, limit=limit, cursor=cursor, error_code=error_code,
         )
 
     @post(

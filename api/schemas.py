@@ -24,6 +24,7 @@ from litestar.openapi.spec import (
 )
 from litestar.params import PathParameter
 
+from domain.failures import FailureCode
 from projections.payloads import SSE_PAYLOADS, Camel, NodeView, PauseView, RunListItem, RunStatusName, SsePayload
 from projections.payloads import LogEntry as LogEntry  # the node logs answer
 
@@ -148,7 +149,8 @@ class TokenUsage(Camel):
 
 
 class RunView(Camel):
-    """`GET run`: the seed's shape plus `createdAt`, `cancelRequested`, `cancelled` and token `usage`."""
+    """`GET run`: the seed's shape plus `createdAt`, `cancelRequested`, `cancelled`, token `usage`, the failure's
+    `errorCode` and whether (and since when) the run waits for an answer, with the question."""
 
     run_id: str
     workflow_id: int
@@ -165,6 +167,12 @@ class RunView(Camel):
     cancel_requested: bool
     cancelled: bool
     usage: TokenUsage
+    error_code: FailureCode | None = None
+    """The failure's category (null unless the run failed); docs/api.md, "Failure categories"."""
+    waiting_for_answer: bool = False
+    waiting_since: str | None = None
+    current_pause: PauseView | None = None
+    """The question the run waits on (as `GET state` shows it)."""
 
 
 class RunState(Camel):

@@ -74,6 +74,8 @@ def run_view(hot: HotRun, index: VisitIndex, file_count: int, total_bytes: int) 
         cancel_requested=summary.cancel_requested,
         cancelled=summary.cancelled,
         usage=TokenUsage(prompt_tokens=summary.prompt_tokens, completion_tokens=summary.completion_tokens),
+        error_code=summary.error_code, waiting_for_answer=summary.waiting_since is not None,
+        waiting_since=iso_utc(summary.waiting_since), current_pause=summary.current_pause,
     )
 
 

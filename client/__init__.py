@@ -20,6 +20,9 @@ from client.types import (
     StartedRun,
     StreamEvent,
     TokenUsage,
+    WorkflowInputView,
+    WorkflowOutputView,
+    WorkflowView,
     WorkspaceView,
 )
 
@@ -27,5 +30,5 @@ __all__ = [
     "DEFAULT_URL", "TERMINAL_EVENTS", "TERMINAL_STATUSES", "ApiError", "AuditView", "CancelResult", "ClientError",
     "CreatedRun", "EventLine", "FlowtrailClient", "NamedRun", "NodeView", "PauseView", "Reconnection", "ResumeResult",
     "RunHandle", "RunListItem", "RunPage", "RunRef", "RunState", "RunView", "ServiceUnavailable", "StartedRun", "StreamEvent",
-    "TokenUsage", "WorkspaceView",
+    "TokenUsage", "WorkflowInputView", "WorkflowOutputView", "WorkflowView", "WorkspaceView",
 ]

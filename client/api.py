@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, Iterable, Mapping
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from functools import cache
@@ -26,6 +26,7 @@ from client.types import (
     RunView,
     StartedRun,
     StreamEvent,
+    WorkflowView,
 )
 
 T = TypeVar("T")
@@ -144,16 +145,28 @@ class FlowtrailClient:
         """The service's liveness answer (`status`, `store`)."""
         return await self._call("GET", "/healthz", dict[str, Any])
 
+    async def workflows(self) -> list[WorkflowView]:
+        """The workflows the key may run, with their declared inputs and outputs."""
+        return await self._call("GET", f"{API}/workflows", list[WorkflowView])
+
     async def create(
         self, workflow: str, variables: Mapping[str, Any] | None = None, *, ttl_hours: int | None = None,
-        idempotency_key: str | None = None,
+        idempotency_key: str | None = None, files: Sequence[tuple[str, bytes]] = (),
     ) -> CreatedRun:
-        """Create a run of a workflow (not started yet)."""
+        """Create a run of a workflow (not started yet); `files` are (path in the workspace, content) pairs,
+        sent as multipart."""
         body: dict[str, Any] = {"variables": dict(variables or {}), "async": True}
         if ttl_hours is not None:
             body["ttlHours"] = ttl_hours
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
-        created = await self._call("POST", f"{API}/workflows/{workflow}/runs", CreatedRun, json=body, headers=headers)
+        path = f"{API}/workflows/{workflow}/runs"
+        if files:
+            parts: list[tuple[str, Any]] = [("payload", (None, json.dumps(body), "application/json"))]
+            parts += [("files", (name, content, "application/octet-stream", {"X-Relative-Path": name}))
+                      for name, content in files]
+            created = await self._call("POST", path, CreatedRun, files=parts, headers=headers)
+        else:
+            created = await self._call("POST", path, CreatedRun, json=body, headers=headers)
         self._workflows[created.run_id] = created.workflow_name
         return created
 
@@ -172,10 +185,12 @@ class FlowtrailClient:
     async def list(
         self, *, status: str | Iterable[str] | None = None, workflow: str | None = None,
         created_after: str | None = None, created_before: str | None = None, limit: int | None = None,
-        cursor: str | None = None,
+        cursor: str | None = None, error_code: str | Iterable[str] | None = None,
     ) -> RunPage:
-        """One page of the runs the key may see, newest first (pass `next_cursor` back for the next)."""
-        params: list[tuple[str, str | int]] = [("status", s) for s in ([status] if isinstance(status, str) else status or ())]
+        """One page of the runs the key may see, newest first (pass `next_cursor` back for the next); `status`
+        `WAITING` lists the runs waiting for an answer, `error_code` failed runs of those categories."""
+        params: list[tuple[str, str | int]] = [("status", s) for s in _many(status)]
+        params += [("errorCode", code) for code in _many(error_code)]
         named = {"workflow": workflow, "createdAfter": created_after, "createdBefore": created_before,
                  "limit": limit, "cursor": cursor}
         params += [(name, value) for name, value in named.items() if value is not None]
@@ -268,3 +283,8 @@ class FlowtrailClient:
 def run_id_of(run: RunRef) -> str:
     """The run id a reference names."""
     return run if isinstance(run, str) else run.run_id
+
+
+def _many(value: str | Iterable[str] | None) -> list[str]:
+    """One value or several as a list (none: empty)."""
+    return [value] if isinstance(value, str) else list(value or ())

@@ -81,6 +81,35 @@ class TokenUsage(Answer):
     completion_tokens: int
 
 
+class WorkflowInputView(Answer):
+    """One run variable a workflow declares: its name, type, whether it is required, what it is for."""
+
+    name: str
+    type: str
+    required: bool
+    description: str
+
+
+class WorkflowOutputView(Answer):
+    """One result a workflow declares."""
+
+    name: str
+    type: str
+    description: str
+
+
+class WorkflowView(Answer):
+    """One workflow the key may run, with its declared inputs and outputs."""
+
+    workflow_id: int
+    workflow_name: str
+    display_name: str
+    description: str
+    version: int
+    inputs: list[WorkflowInputView]
+    outputs: list[WorkflowOutputView]
+
+
 class RunView(Answer):
     """A run's status, outputs, nodes, workspace and token usage."""
 
@@ -99,6 +128,11 @@ class RunView(Answer):
     cancel_requested: bool
     cancelled: bool
     usage: TokenUsage
+    error_code: str | None = None
+    """The failure's category (docs/api.md, "Failure categories"); None unless the run failed."""
+    waiting_for_answer: bool = False
+    waiting_since: str | None = None
+    current_pause: PauseView | None = None
 
 
 class PauseView(Answer):
@@ -155,6 +189,8 @@ class RunListItem(Answer):
     prompt_tokens: int
     completion_tokens: int
     last_event_id: int
+    waiting_for_answer: bool = False
+    waiting_since: str | None = None
 
 
 class RunPage(Answer):

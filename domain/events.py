@@ -37,10 +37,15 @@ class RunCreated(RunEvent, frozen=True, tag="RunCreated"):
     ttl_hours: int = 720
     caller_key_id: str = ""
     idempotency_key: str | None = None
+    request_id: str | None = None
+    """The `X-Request-Id` of the API request that caused it (None: recorded before ids, or not from a request)."""
 
 
 class RunStarted(RunEvent, frozen=True, tag="RunStarted"):
     """The run was started and the engine took it on."""
+
+    request_id: str | None = None
+    """The `X-Request-Id` of the API request that caused it (None: recorded before ids, or not from a request)."""
 
 
 class VisitStarted(RunEvent, frozen=True, tag="VisitStarted"):
@@ -82,6 +87,8 @@ class VisitFailed(RunEvent, frozen=True, tag="VisitFailed"):
     node_id: str
     error: str
     output: JSON | None = None
+    error_code: str | None = None
+    """The failure's code (`domain.failures`); None in failures stored before codes were recorded."""
 
 
 class VisitSkipped(RunEvent, frozen=True, tag="VisitSkipped"):
@@ -129,12 +136,16 @@ class ClarifyAnswered(RunEvent, frozen=True, tag="ClarifyAnswered"):
 
     clarify_id: str
     answer: str
+    request_id: str | None = None
+    """The `X-Request-Id` of the API request that caused it (None: recorded before ids, or not from a request)."""
 
 
 class RunCancelRequested(RunEvent, frozen=True, tag="RunCancelRequested"):
     """A caller asked for the run to be cancelled."""
 
     reason: str = ""
+    request_id: str | None = None
+    """The `X-Request-Id` of the API request that caused it (None: recorded before ids, or not from a request)."""
 
 
 class RunCancelled(RunEvent, frozen=True, tag="RunCancelled"):
@@ -154,6 +165,8 @@ class RunFailed(RunEvent, frozen=True, tag="RunFailed"):
     """The run finished with an error."""
 
     error: str
+    error_code: str | None = None
+    """The failure's code (`domain.failures`); None in failures stored before codes were recorded."""
 
 
 class ModelCalled(RunEvent, frozen=True, tag="ModelCalled"):

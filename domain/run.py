@@ -21,6 +21,7 @@ from domain.errors import (
     RunAlreadyStarted,
     UnknownVisit,
 )
+from domain.failures import FailureCode
 from domain.run_state import EXECUTING, Run, RunStatus
 from domain.run_state import TERMINAL as TERMINAL
 from domain.run_state import PendingClarify as PendingClarify
@@ -184,15 +185,17 @@ def complete_visit(run: Run, at: datetime, *, visit_uuid: str, node_id: str, out
 
 def fail_visit(
     run: Run, at: datetime, *, visit_uuid: str, node_id: str, error: str,
-    output: dict[str, Any] | None = None,
+    output: dict[str, Any] | None = None, error_code: FailureCode | None = None,
 ) -> ev.VisitFailed:
-    """Close a visit with an error."""
+    """Close a visit with an error (and its code)."""
     _check_open_visit(run, visit_uuid, "fail a visit")
-    return ev.VisitFailed(**_next(run, at), visit_uuid=visit_uuid, node_id=node_id, error=error, output=output)
+    return ev.VisitFailed(**_next(run, at), visit_uuid=visit_uuid, node_id=node_id, error=error, output=output,
+                          error_code=error_code)
 
 
 def abandon_paused_visit(
     run: Run, at: datetime, *, visit_uuid: str, node_id: str, error: str, output: dict[str, Any] | None = None,
+    error_code: FailureCode | None = None,
 ) -> ev.VisitFailed:
     """Fail the open visit of a paused run that ends without its answer (e.g. at its time limit)."""
     _check_not_finished(run, "abandon a visit")
@@ -200,7 +203,8 @@ def abandon_paused_visit(
         raise IllegalTransition(
             f"visit {visit_uuid} is not waiting in a paused run {run.id.hex}", run_id=run.id.hex, visit_uuid=visit_uuid
         )
-    return ev.VisitFailed(**_next(run, at), visit_uuid=visit_uuid, node_id=node_id, error=error, output=output)
+    return ev.VisitFailed(**_next(run, at), visit_uuid=visit_uuid, node_id=node_id, error=error, output=output,
+                          error_code=error_code)
 
 
 def skip_visit(
@@ -299,10 +303,10 @@ def complete_run(
     return ev.RunCompleted(**_next(run, at), output=output, working_dir_files=tuple(working_dir_files))
 
 
-def fail_run(run: Run, at: datetime, *, error: str) -> ev.RunFailed:
-    """Finish the run with an error (allowed from any non-terminal state)."""
+def fail_run(run: Run, at: datetime, *, error: str, error_code: FailureCode | None = None) -> ev.RunFailed:
+    """Finish the run with an error and its code (allowed from any non-terminal state)."""
     _check_not_finished(run, "fail")
-    return ev.RunFailed(**_next(run, at), error=error)
+    return ev.RunFailed(**_next(run, at), error=error, error_code=error_code)
 
 
 def record_model_call(

@@ -127,6 +127,10 @@ class RunListItem(Camel):
     prompt_tokens: int
     completion_tokens: int
     last_event_id: int
+    waiting_for_answer: bool = False
+    """True while the run waits for a person's answer to its question."""
+    waiting_since: str | None = None
+    """Since when it waits (ISO 8601 UTC); null when it waits for none."""
 
 
 # --- SSE message payloads (`data:` of each message) ----------------------------------------------
@@ -211,6 +215,8 @@ class WorkflowErrorPayload(Camel, kw_only=True):
     type: Literal["workflow_error"] = "workflow_error"
     error: str
     success: bool = False
+    error_code: str | None = None
+    """The failure's category (docs/api.md, "Failure categories"): a field added to the seed's."""
 
 
 class SnapshotPayload(Camel, kw_only=True):

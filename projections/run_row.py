@@ -6,7 +6,6 @@ way a row changes, so the stored row can always be rebuilt from the log and comp
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
@@ -15,13 +14,9 @@ import msgspec
 from msgspec.structs import replace
 
 from domain import events as ev
+from domain.failures import failure_code
 from projections.payloads import RunListItem, RunStatusName
 from projections.wire import iso_utc
-
-CANCELLED_CODE = "RUN_CANCELLED"
-FAILED_CODE = "RUN_FAILED"
-INTERNAL_CODE = "INTERNAL_ERROR"
-_LEADING_CODE = re.compile(r"^([A-Z][A-Z0-9_]{2,63}):")
 
 
 class RunRow(msgspec.Struct, frozen=True, kw_only=True):
@@ -42,17 +37,8 @@ class RunRow(msgspec.Struct, frozen=True, kw_only=True):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     last_event_id: int
-
-
-def error_code_of(error: str) -> str:
-    """The code of a run's error text: its leading `CODE:` if it has one, else RUN_FAILED (or INTERNAL_ERROR).
-
-    `RunFailed` carries only text; the code is derived here, so stored logs keep their meaning.
-    """
-    found = _LEADING_CODE.match(error)
-    if found is not None:
-        return found.group(1)
-    return INTERNAL_CODE if error.startswith("internal error:") else FAILED_CODE
+    waiting_since: datetime | None = None
+    """When the run began to wait for a person's answer (None: it waits for none)."""
 
 
 def _created(row: RunRow | None, event: ev.RunCreated) -> RunRow:
@@ -68,19 +54,29 @@ def _started(row: RunRow, event: ev.RunStarted) -> RunRow:
 
 
 def _cancel_requested(row: RunRow, event: ev.RunCancelRequested) -> RunRow:
-    return replace(row, cancel_requested=True)
+    return replace(row, cancel_requested=True, waiting_since=None)
+
+
+def _asked(row: RunRow, event: ev.ClarifyRequested) -> RunRow:
+    return row if row.cancel_requested else replace(row, waiting_since=event.timestamp)
+
+
+def _answered(row: RunRow, event: ev.ClarifyAnswered) -> RunRow:
+    return replace(row, waiting_since=None)
 
 
 def _cancelled(row: RunRow, event: ev.RunCancelled) -> RunRow:
-    return replace(row, status="FAILED", cancelled=True, completed_at=event.timestamp, error_code=CANCELLED_CODE)
+    return replace(row, status="FAILED", cancelled=True, completed_at=event.timestamp, error_code="RUN_CANCELLED",
+                   waiting_since=None)
 
 
 def _completed(row: RunRow, event: ev.RunCompleted) -> RunRow:
-    return replace(row, status="SUCCESS", completed_at=event.timestamp, error_code=None)
+    return replace(row, status="SUCCESS", completed_at=event.timestamp, error_code=None, waiting_since=None)
 
 
 def _failed(row: RunRow, event: ev.RunFailed) -> RunRow:
-    return replace(row, status="FAILED", completed_at=event.timestamp, error_code=error_code_of(event.error))
+    return replace(row, status="FAILED", completed_at=event.timestamp, waiting_since=None,
+                   error_code=failure_code(event.error, event.error_code))
 
 
 def _model_called(row: RunRow, event: ev.ModelCalled) -> RunRow:
@@ -93,6 +89,8 @@ def _model_called(row: RunRow, event: ev.ModelCalled) -> RunRow:
 _FOLDS: dict[type, Callable[[Any, Any], RunRow]] = {
     ev.RunStarted: _started,
     ev.RunCancelRequested: _cancel_requested,
+    ev.ClarifyRequested: _asked,
+    ev.ClarifyAnswered: _answered,
     ev.RunCancelled: _cancelled,
     ev.RunCompleted: _completed,
     ev.RunFailed: _failed,
@@ -127,6 +125,7 @@ def list_item(row: RunRow) -> RunListItem:
         cancel_requested=row.cancel_requested, cancelled=row.cancelled, created_at=iso_utc(row.created_at),
         started_at=iso_utc(row.started_at), completed_at=iso_utc(row.completed_at), error_code=row.error_code,
         prompt_tokens=row.prompt_tokens, completion_tokens=row.completion_tokens, last_event_id=row.last_event_id,
+        waiting_for_answer=row.waiting_since is not None, waiting_since=iso_utc(row.waiting_since),
     )
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import msgspec
 
 from domain import events as ev
+from domain.failures import failure_code
 from projections.logs import clarify_json
 from projections.payloads import (
     Decision,
@@ -201,11 +202,11 @@ def _run_completed(event: ev.RunCompleted, run_id: str) -> WorkflowCompletePaylo
 
 
 def _run_failed(event: ev.RunFailed, run_id: str) -> WorkflowErrorPayload:
-    return WorkflowErrorPayload(run_id=run_id, error=event.error)
+    return WorkflowErrorPayload(run_id=run_id, error=event.error, error_code=failure_code(event.error, event.error_code))
 
 
 def _run_cancelled(event: ev.RunCancelled, run_id: str) -> WorkflowErrorPayload:
-    return WorkflowErrorPayload(run_id=run_id, error=cancel_error(event.reason))
+    return WorkflowErrorPayload(run_id=run_id, error=cancel_error(event.reason), error_code="RUN_CANCELLED")
 
 
 # Plain functions, not bound methods: a projection holds no reference to itself, so a hot

@@ -10,6 +10,7 @@ import msgspec
 from msgspec import UNSET
 
 from domain import events as ev
+from domain.failures import FailureCode, failure_code
 from domain.run import PendingClarify, Run, RunStatus, evolve
 from projections.payloads import NodeView, PauseView, RunStatusName
 from projections.sse import cancel_error, produces_sse_message
@@ -50,6 +51,7 @@ class RunSummary:
         self.completed_at: datetime | None = None
         self.cancel_requested_at: datetime | None = None
         self.error: str | None = None
+        self.error_code: FailureCode | None = None
         self.outputs: dict[str, Any] | None = None
         self.working_dir_files: tuple[str, ...] = ()
         self.last_event_id = 0
@@ -108,6 +110,15 @@ class RunSummary:
         return self._run.answered_clarify_ids if self._run is not None else frozenset()
 
     @property
+    def waiting_since(self) -> datetime | None:
+        """When the run began to wait for a person's answer; None when it waits for none (nor will get one:
+        a run asked to cancel takes no answer)."""
+        run = self._run
+        if run is None or run.pending_clarify is None or run.cancel_requested:
+            return None
+        return run.pending_clarify.asked_at
+
+    @property
     def current_pause(self) -> PauseView | None:
         """The pending question as `GET state` shows it; None when the run waits for none."""
         pending = self._run.pending_clarify if self._run is not None else None
@@ -130,14 +141,15 @@ class RunSummary:
         self.cancel_requested_at = event.timestamp
 
     def _cancelled(self, event: ev.RunCancelled) -> None:
-        self.completed_at, self.error = event.timestamp, cancel_error(event.reason)
+        self.completed_at, self.error, self.error_code = event.timestamp, cancel_error(event.reason), "RUN_CANCELLED"
 
     def _completed(self, event: ev.RunCompleted) -> None:
         self.outputs, self.working_dir_files = event.output, event.working_dir_files
-        self.completed_at, self.error = event.timestamp, None
+        self.completed_at, self.error, self.error_code = event.timestamp, None, None
 
     def _failed(self, event: ev.RunFailed) -> None:
         self.completed_at, self.error = event.timestamp, event.error
+        self.error_code = failure_code(event.error, event.error_code)
 
     def _model_called(self, event: ev.ModelCalled) -> None:
         self.prompt_tokens += event.prompt_tokens
@@ -164,6 +176,8 @@ class RunSummary:
             "startedAt": iso_utc(self.started_at),
             "completedAt": iso_utc(self.completed_at),
             "error": self.error,
+            "errorCode": self.error_code,
+            "waitingSince": iso_utc(self.waiting_since),
             "outputs": self.outputs,
             "cancelRequested": self.cancel_requested,
             "cancelRequestedAt": iso_utc(self.cancel_requested_at),

@@ -8,6 +8,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from domain import events as ev
 from domain.errors import FlowtrailError
+from domain.failures import FailureCode, failure_code
 from domain.vocabulary import VISIT_FAILED, VISIT_RUNNING, VISIT_SKIPPED, VISIT_SUCCESS, NodeType, VisitStatus
 from projections.logs import VisitLog
 from projections.payloads import LogEntry, NodeMeta, NodeOutput, VisitSnapshot
@@ -28,7 +29,7 @@ class Visit:
     __slots__ = (
         "visit_uuid", "run_id", "node_id", "node_type", "node_label", "iter_seq", "sort_order",
         "from_node_id", "from_visit_uuid", "predecessor_visit_uuids", "status", "output",
-        "error", "skip_reason", "started_at", "completed_at", "log", "position",
+        "error", "error_code", "skip_reason", "started_at", "completed_at", "log", "position",
     )
 
     def __init__(self, event: ev.VisitStarted | ev.VisitSkipped, iter_seq: int, position: int) -> None:
@@ -43,6 +44,7 @@ class Visit:
         self.status: VisitStatus = VISIT_RUNNING
         self.output: dict[str, Any] | None = None
         self.error: str | None = None
+        self.error_code: FailureCode | None = None
         self.skip_reason: str | None = None
         self.started_at: datetime | None = None
         self.completed_at: datetime | None = None
@@ -155,6 +157,7 @@ class VisitFold(Generic[V]):
         visit = self._by_uuid.get(event.visit_uuid)
         if visit is not None:
             visit.status, visit.output, visit.error = VISIT_FAILED, event.output, event.error
+            visit.error_code = failure_code(event.error, event.error_code)
             visit.completed_at = event.timestamp
             visit.log.add_error(event.error, event.timestamp)
 

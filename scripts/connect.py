@@ -53,7 +53,8 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
     """`--url` and `--key`, the two things a command needs to reach the service."""
     parser.add_argument("--url", default=None,
                         help=f"base URL of the service (default: FLOWTRAIL_URL, else {DEFAULT_URL})")
-    parser.add_argument("--key", default=None, help="API key (default: FLOWTRAIL_API_KEY)")
+    parser.add_argument("--key", default=None, help="API key (default: FLOWTRAIL_API_KEY, else the key `flowtrail demo` "
+                        "uses: FLOWTRAIL_DEMO_KEY, else the service's first)")
 
 
 def run_id(text: str) -> str:
@@ -82,6 +83,12 @@ def api_key(given: str | None, *fallbacks: str) -> str | None:
         if candidate:
             return candidate
     return None
+
+
+def command_key(given: str | None) -> str | None:
+    """The key of the client commands (`runs`, `export`): `--key`, else FLOWTRAIL_API_KEY, else the key
+    `flowtrail demo` uses (FLOWTRAIL_DEMO_KEY, else the service's first)."""
+    return api_key(given, CommandSettings.from_env().demo_key, served_key())
 
 
 def connect(url: str | None, key: str | None) -> FlowtrailClient:

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from client import CreatedRun, FlowtrailClient, ServiceUnavailable
-from scripts.connect import CommandSettings, api_key, connect, reported, served_key
+from scripts.connect import CommandSettings, command_key, connect, reported
 
 TOPICS = {"demo-report": "event sourcing for agent workflows"}
 
@@ -101,7 +101,7 @@ def demo(workflow: str | None, *, url: str | None = None, key: str | None = None
     FLOWTRAIL_DEMO_KEY, else the service's first)."""
     async def work() -> int:
         commands = CommandSettings.from_env()
-        async with connect(url, api_key(key, commands.demo_key, served_key())) as client:
+        async with connect(url, command_key(key)) as client:
             return await run_demo(client, workflow or commands.demo_workflow)
 
     return reported(work)

@@ -7,7 +7,7 @@ from contextlib import aclosing
 from typing import BinaryIO
 
 from client import FlowtrailClient
-from scripts.connect import api_key, connect, reported
+from scripts.connect import command_key, connect, reported
 
 
 class LazyOutput:
@@ -47,7 +47,7 @@ async def export(client: FlowtrailClient, run_id: str, output: str) -> int:
 def export_run(run_id: str, output: str, *, url: str | None = None, key: str | None = None) -> int:
     """`flowtrail export`: 0 when the run's events were written, 1 when it is not found or the service fails."""
     async def work() -> int:
-        async with connect(url, api_key(key)) as client:
+        async with connect(url, command_key(key)) as client:
             return await export(client, run_id, output)
 
     return reported(work)

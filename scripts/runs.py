@@ -1,6 +1,6 @@
-"""`flowtrail runs list | show | watch | cancel | answer`: run operations through the Python client.
+"""`flowtrail runs create | list | show | watch | cancel | answer`: run operations through the Python client.
 
-Every sub-command takes `--url`/`--key` (else FLOWTRAIL_URL / FLOWTRAIL_API_KEY) and `--json`
+Every sub-command takes `--url`/`--key` (else FLOWTRAIL_API_KEY, else the key `flowtrail demo` uses) and `--json`
 (the API's answer as JSON instead of text).
 """
 
@@ -15,10 +15,12 @@ from typing import Any, TextIO
 import msgspec
 
 from client import TERMINAL_STATUSES, FlowtrailClient, RunPage, RunView, StreamEvent
-from scripts.connect import add_connection_options, api_key, connect, reported, run_id
+from domain.failures import FAILURE_CODES
+from scripts.connect import add_connection_options, command_key, connect, reported, run_id
+from scripts.run_variables import VariablesRefused, read_files, run_variables
 
 Command = Callable[[FlowtrailClient, argparse.Namespace], Awaitable[int]]
-STATUSES = ("CREATED", "RUNNING", "SUCCESS", "FAILED")
+STATUSES = ("CREATED", "RUNNING", "SUCCESS", "FAILED", "WAITING")
 
 
 def print_json(value: Any) -> None:
@@ -26,10 +28,35 @@ def print_json(value: Any) -> None:
     print(msgspec.json.encode(value).decode())
 
 
+async def create_run(client: FlowtrailClient, args: argparse.Namespace) -> int:
+    """Create a run of a workflow with checked variables (and files), start it, and watch it with `--watch`."""
+    found = [w for w in await client.workflows() if args.workflow in (w.workflow_name, str(w.workflow_id))]
+    if not found:
+        print(f"error: WORKFLOW_NOT_FOUND: no workflow {args.workflow!r} this key may run", file=sys.stderr)
+        return 1
+    try:
+        variables = run_variables(found[0], args.var or [])
+        files = read_files(args.file or [])
+    except VariablesRefused as refused:
+        print(f"error: {refused}", file=sys.stderr)
+        return 2
+    created = await client.create(found[0].workflow_name, variables, files=files)
+    started = await client.start(created)
+    if args.json and not args.watch:
+        print_json(started)
+    elif not args.json:
+        print(f"run {created.run_id} of {created.workflow_name} started; follow it: flowtrail runs watch {created.run_id}")
+    if not args.watch:
+        return 0
+    args.run_id, args.after = created.run_id, 0
+    return await watch_run(client, args)
+
+
 async def list_runs(client: FlowtrailClient, args: argparse.Namespace) -> int:
     """One page of runs, newest first."""
     page = await client.list(status=args.status, workflow=args.workflow, created_after=args.created_after,
-                             created_before=args.created_before, limit=args.limit, cursor=args.cursor)
+                             created_before=args.created_before, limit=args.limit, cursor=args.cursor,
+                             error_code=args.error_code)
     if args.json:
         print_json(page)
     else:
@@ -39,10 +66,12 @@ async def list_runs(client: FlowtrailClient, args: argparse.Namespace) -> int:
 
 def print_page(page: RunPage) -> None:
     """A table of runs, and how to ask for the next page."""
-    print(f"{'RUN':32}  {'WORKFLOW':24} {'STATUS':8} {'CREATED':24} TOKENS")
+    print(f"{'RUN':32}  {'WORKFLOW':24} {'STATUS':8} {'CREATED':24} TOKENS  NOTE")
     for run in page.items:
         tokens = run.prompt_tokens + run.completion_tokens
-        print(f"{run.run_id:32}  {run.workflow_name[:24]:24} {run.status:8} {run.created_at or '-':24} {tokens}")
+        note = f"waiting for an answer since {run.waiting_since}" if run.waiting_for_answer else run.error_code or ""
+        print(f"{run.run_id:32}  {run.workflow_name[:24]:24} {run.status:8} {run.created_at or '-':24} {tokens:<6}  "
+              f"{note}".rstrip())
     if page.next_cursor:
         print(f"more: flowtrail runs list --cursor {page.next_cursor}")
 
@@ -63,7 +92,13 @@ def print_run(run: RunView) -> None:
     print(f"run {run.run_id} of {run.workflow_name}: {run.status}{cancel}")
     print(f"  created {run.created_at or '-'}, started {run.started_at or '-'}, completed {run.completed_at or '-'}")
     if run.error:
-        print(f"  error: {run.error}")
+        print(f"  error ({run.error_code}): {run.error}" if run.error_code else f"  error: {run.error}")
+    pause = run.current_pause
+    if run.waiting_for_answer and pause is not None:
+        print(f"  waiting for an answer since {run.waiting_since}, at node {pause.node_id}: {pause.question}")
+        for number, choice in enumerate(pause.choices, start=1):
+            print(f"    {number}. {choice}")
+        print(f"  answer it: flowtrail runs answer {run.run_id} ANSWER")
     for node in run.nodes:
         print(f"  [{node.node_id}] {node.status} ({node.node_type}: {node.label})" + (f" - {node.error}" if node.error else ""))
     if run.outputs:
@@ -181,8 +216,17 @@ def add_runs_commands(commands: Any) -> None:
         parser.set_defaults(runs_command=command)
         return parser
 
+    create = action("create", create_run, "create and start a run of a workflow, its variables checked first")
+    create.add_argument("workflow", help="the workflow's name (or numeric id)")
+    create.add_argument("--var", action="append", metavar="NAME=VALUE",
+                        help="a run variable, typed as the workflow declares it (repeatable; JSON for arrays, objects)")
+    create.add_argument("--file", action="append", metavar="PATH", help="a file for the run's workspace (repeatable)")
+    create.add_argument("--watch", action="store_true", help="follow the run until it ends (exit 0 when it completed)")
     listing = action("list", list_runs, "the runs the key may see, newest first")
-    listing.add_argument("--status", action="append", choices=STATUSES, help="only runs in this status (repeatable)")
+    listing.add_argument("--status", action="append", choices=STATUSES,
+                         help="only runs in this status (repeatable); WAITING: runs waiting for an answer")
+    listing.add_argument("--error-code", action="append", choices=FAILURE_CODES,
+                         help="only failed runs of this failure category (repeatable)")
     listing.add_argument("--workflow", help="only runs of this workflow")
     listing.add_argument("--created-after", help="ISO 8601 time with offset or Z")
     listing.add_argument("--created-before", help="ISO 8601 time with offset or Z")
@@ -204,7 +248,7 @@ def run_runs_command(args: argparse.Namespace) -> int:
     command: Command = args.runs_command
 
     async def work() -> int:
-        async with connect(args.url, api_key(args.key)) as client:
+        async with connect(args.url, command_key(args.key)) as client:
             return await command(client, args)
 
     return reported(work)

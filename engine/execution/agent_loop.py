@@ -113,7 +113,7 @@ class Conversation:
             for call in calls:
                 await self._run_tool(call)
             self._prev_tools = [call.name for call in calls]
-        raise VisitFailure(f"no final answer after {self.max_turns} model turns (the node's turn limit)")
+        raise VisitFailure(f"no final answer after {self.max_turns} model turns (the node's turn limit)", "BUDGET_EXHAUSTED")
 
     async def retry(self, problem: str, instruction: str) -> str:
         """Ask again in the same conversation after the answer failed validation."""
@@ -164,7 +164,7 @@ class Conversation:
             args = {}
         question = args.get("question") if isinstance(args, dict) else None
         if not isinstance(question, str) or not question.strip():
-            raise VisitFailure("the model called ask_user without a question")
+            raise VisitFailure("the model called ask_user without a question", "OUTPUT_INVALID")
         choices = [str(choice) for choice in args.get("choices") or []]
         key = f"{self.ctx.run_id}:{self.ctx.visit.visit_uuid}:{self.ctx.turn}:{call.id}"
         return PauseForAnswer(str(uuid.uuid5(CLARIFY_NAMESPACE, key)), question, choices, self.ctx.turn)

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from domain import run as decide
 from domain.errors import AnswerNotJson
 from domain.events import PlannerDecided
+from domain.failures import FailureCode
 from domain.outputs import parse_json_answer
 from domain.vocabulary import VISIT_FAILED, VISIT_SKIPPED, VISIT_SUCCESS
 from domain.workflow import AnyNode, WorkflowDefinition, node_by_id, start_nodes
@@ -52,6 +53,7 @@ class Step:
     node_id: str | None = None
     visit: VisitProgress | None = None
     error: str = ""
+    code: FailureCode = "RUN_FAILED"
 
 
 def parse_decision(text: str, node_ids: list[str]) -> tuple[str | None, str]:
@@ -82,18 +84,19 @@ def next_step(defn: WorkflowDefinition, progress: Progress) -> Step:
     trail = progress.trail
     if not trail:
         starts = start_nodes(defn)
-        return Step("visit", starts[0]) if starts else Step("fail", error="the workflow has no start node")
+        return Step("visit", starts[0]) if starts else Step("fail", error="the workflow has no start node", code="VALIDATION_FAILED")
     last = trail[-1]
     if isinstance(last, PlannerDecided):
         came = _last_visit_before(trail, len(trail))
         if last.next_node_id is not None:
             return Step("visit", last.next_node_id, came)
         outputs = [node.id for node in defn.nodes if node.type == "output"]
-        return Step("visit", outputs[0], came) if outputs else Step("fail", error="the workflow has no output node")
+        return Step("visit", outputs[0], came) if outputs else Step("fail", error="the workflow has no output node", code="VALIDATION_FAILED")
     if last.is_open:
         return Step("resume", last.node_id, last)
     if last.status == VISIT_FAILED:
-        return Step("fail", last.node_id, last, error=f"node {last.node_id!r} failed: {last.error}")
+        return Step("fail", last.node_id, last, error=f"node {last.node_id!r} failed: {last.error}",
+                    code=last.error_code or "RUN_FAILED")
     node = node_by_id(defn, last.node_id)
     if last.status == VISIT_SUCCESS and node is not None and node.type == "output":
         return Step("complete", last.node_id, last)
@@ -159,14 +162,16 @@ class Planner:
         problem = ""
         for attempt in range(PLANNER_ATTEMPTS):
             if attempt and not budget.take():
-                raise RunFailure(f"the planner gave no valid decision before its retry budget of {budget.limit} was spent: {problem}")
+                raise RunFailure(
+                    f"the planner gave no valid decision before its retry budget of {budget.limit} was spent: {problem}",
+                    "OUTPUT_INVALID")
             text = await self._ask(calls, messages)
             try:
                 return parse_decision(text, node_ids)
             except PlannerAnswerInvalid as error:
                 problem = str(error)
                 messages += [Message("assistant", text), Message("user", f"That answer is invalid: {problem}. Answer again.")]
-        raise RunFailure(f"the planner gave no valid decision in {PLANNER_ATTEMPTS} attempts: {problem}")
+        raise RunFailure(f"the planner gave no valid decision in {PLANNER_ATTEMPTS} attempts: {problem}", "OUTPUT_INVALID")
 
     async def _ask(self, calls: ModelCalls, messages: list[Message]) -> str:
         request = CompletionRequest(messages=list(messages), purpose="planner", response_format_json=True)
@@ -175,9 +180,9 @@ class Planner:
         except LlmCancelled:
             if self.session.cancel_requested:
                 raise CancelHalt() from None
-            raise RunFailure("the planner call was cancelled") from None
+            raise RunFailure("the planner call was cancelled", "MODEL_UNAVAILABLE") from None
         except LlmError as error:
-            raise RunFailure(f"the planner failed: {describe_llm_error(error)}") from None
+            raise RunFailure(f"the planner failed: {describe_llm_error(error)}", "MODEL_UNAVAILABLE") from None
 
 
 def check_limits(session: RunSession, node_id: str) -> None:
@@ -188,9 +193,9 @@ def check_limits(session: RunSession, node_id: str) -> None:
     per_run = min(limits.max_visits_per_run, settings.max_visits_per_run)
     visits = [visit for visit in session.progress.visits_of(node_id) if visit.status != VISIT_SKIPPED]
     if len(visits) >= per_node:
-        raise RunFailure(f"node {node_id!r} reached its limit of {per_node} visits")
+        raise RunFailure(f"node {node_id!r} reached its limit of {per_node} visits", "BUDGET_EXHAUSTED")
     if session.progress.started_visits() >= per_run:
-        raise RunFailure(f"the run reached its limit of {per_run} visits")
+        raise RunFailure(f"the run reached its limit of {per_run} visits", "BUDGET_EXHAUSTED")
 
 
 async def run_agentic(session: RunSession) -> RunOutcome:
@@ -203,7 +208,7 @@ async def run_agentic(session: RunSession) -> RunOutcome:
             assert step.visit is not None
             return Completed(step.visit.data)
         if step.kind == "fail":
-            return Failed(step.error)
+            return Failed(step.error, step.code)
         if step.kind == "plan":
             session.check_cancel()
             planner = planner or Planner(session)
@@ -223,6 +228,6 @@ async def run_agentic(session: RunSession) -> RunOutcome:
                                               predecessors=(came.visit_uuid,) if came else ())
             outcome = await session.run_visit(node, visit)
         if isinstance(outcome, Failed):
-            return Failed(f"node {node.id!r} failed: {outcome.error}")
+            return Failed(f"node {node.id!r} failed: {outcome.error}", outcome.code)
         if isinstance(outcome, Paused):
             return outcome

@@ -97,7 +97,7 @@ async def run_dag(session: RunSession) -> RunOutcome:
     defn, progress = session.defn, session.progress
     assert defn is not None
     tasks: dict[asyncio.Task[VisitOutcome], str] = {}
-    failure: tuple[str, str] | None = None
+    failure: tuple[str, Failed] | None = None
     pause: Paused | None = None
     try:
         for visit in progress.open_visits():
@@ -116,7 +116,7 @@ async def run_dag(session: RunSession) -> RunOutcome:
                     continue
                 outcome = task.result()
                 if isinstance(outcome, Failed) and failure is None:
-                    failure = (node_id, outcome.error)
+                    failure = (node_id, outcome)
                     _cancel(tasks)
                 elif isinstance(outcome, Paused) and pause is None:
                     pause = outcome
@@ -124,19 +124,21 @@ async def run_dag(session: RunSession) -> RunOutcome:
         _cancel(tasks)
         await asyncio.gather(*tasks, return_exceptions=True)
     if failure is not None:
-        return Failed(f"node {failure[0]!r} failed: {failure[1]}")
+        return Failed(f"node {failure[0]!r} failed: {failure[1].error}", failure[1].code)
     if pause is not None:
         return pause
     return _output(defn, progress)
 
 
 async def _launch_ready(session: RunSession, defn: WorkflowDefinition, progress: Progress,
-                        tasks: dict[asyncio.Task[VisitOutcome], str]) -> tuple[str, str] | None:
+                        tasks: dict[asyncio.Task[VisitOutcome], str]) -> tuple[str, Failed] | None:
     """Record skips and start every ready node; the first failed node and its error, if any."""
     plan = plan_dag(defn, node_states(progress), progress.scope())
     if plan.failed:
         visit = progress.last_of(plan.failed[0])
-        return plan.failed[0], (visit.error if visit else None) or "failed"
+        if visit is None or visit.error is None:
+            return plan.failed[0], Failed("failed", "RUN_FAILED")
+        return plan.failed[0], Failed(visit.error, visit.error_code or "RUN_FAILED")
     if plan.skips:
         await session.skip(plan.skips)
     for node_id in plan.ready:
@@ -161,7 +163,7 @@ def _output(defn: WorkflowDefinition, progress: Progress) -> RunOutcome:
             if isinstance(visit.data, dict):
                 data.update(visit.data)
     if not ran:
-        return Failed("no output node ran (every output node was skipped)")
+        return Failed("no output node ran (every output node was skipped)", "EMPTY_RESULT")
     return Completed(data)
 
 

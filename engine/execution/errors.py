@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+from domain.failures import FailureCode
 from engine.llm import LlmError, LlmHttpError, LlmRetriesExhausted, LlmStreamBroken, LlmTimeout
 
 
 class VisitFailure(Exception):
-    """The visit cannot produce its output; the message says why (it becomes the visit's error)."""
+    """The visit cannot produce its output; the message says why (it becomes the visit's error), `code` what kind."""
+
+    def __init__(self, message: str, code: FailureCode = "VALIDATION_FAILED") -> None:
+        super().__init__(message)
+        self.code: FailureCode = code
 
 
 class RunFailure(Exception):
-    """The run must fail as a whole (a limit, the planner, a missing workflow); the message says why."""
+    """The run must fail as a whole (a limit, the planner, a missing workflow); the message says why, `code` what kind."""
+
+    def __init__(self, message: str, code: FailureCode = "VALIDATION_FAILED") -> None:
+        super().__init__(message)
+        self.code: FailureCode = code
 
 
 class CancelHalt(Exception):

@@ -118,7 +118,8 @@ async def smart_action(ctx: VisitContext) -> OutputEnvelope:
     ]
     data = await _model_data(ctx, fields, steps=False, extra=extra)
     if data.get("action") not in ids:
-        raise VisitFailure(f"the model chose action {data.get('action')!r}, which is not one of {', '.join(ids)}")
+        raise VisitFailure(
+            f"the model chose action {data.get('action')!r}, which is not one of {', '.join(ids)}", "OUTPUT_INVALID")
     return envelope(data)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from domain.failures import FailureCode
 from domain.outputs import OutputEnvelope
 from engine.execution.errors import PauseForAnswer
 from engine.execution.progress import VisitProgress
@@ -29,9 +30,10 @@ class Done:
 
 @dataclass(frozen=True)
 class Failed:
-    """A visit, or the run, failed with this error."""
+    """A visit, or the run, failed with this error, of this kind."""
 
     error: str
+    code: FailureCode
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ tools, no `ask_user`); its prompt templates reference predecessor outputs instea
 
 from __future__ import annotations
 
+from domain.failures import FailureCode
 from domain.workflow import REMOTE_BACKEND, ModelData
 from engine.execution.errors import VisitFailure
 from engine.execution.visit import VisitContext
@@ -14,6 +15,13 @@ from engine.hermes.client import gateway_key
 from engine.hermes.probe import probe, select_gateway
 
 REMOTE_NODE_TYPES = frozenset({"agent", "smartAction"})
+OUTCOME_UNKNOWN = frozenset({"run_lost", "incomplete_stream", "outcome_unknown"})
+"""Hermes failures after which the gateway may have run the prompt, or still be running it: nobody can say."""
+
+
+def remote_failure_code(hermes_code: str) -> FailureCode:
+    """REMOTE_OUTCOME_UNKNOWN when the gateway run's outcome cannot be known, else REMOTE_FAILED."""
+    return "REMOTE_OUTCOME_UNKNOWN" if hermes_code in OUTCOME_UNKNOWN else "REMOTE_FAILED"
 
 
 class RemoteConversation:
@@ -28,7 +36,7 @@ class RemoteConversation:
         """Check the gateway is usable, then run the prompt."""
         result = await probe(self.agent.gateway, transport=self.agent.transport)
         if not result.ok:
-            raise VisitFailure(f"hermes gateway {result.gateway!r} is {result.status}: {result.detail}")
+            raise VisitFailure(f"hermes gateway {result.gateway!r} is {result.status}: {result.detail}", "REMOTE_FAILED")
         return await self._ask(self.prompt)
 
     async def retry(self, problem: str, instruction: str) -> str:
@@ -41,7 +49,7 @@ class RemoteConversation:
         try:
             return await self.agent.answer(prompt)
         except HermesFailure as error:
-            raise VisitFailure(str(error)) from None
+            raise VisitFailure(str(error), remote_failure_code(error.code)) from None
 
 
 def remote_conversation(ctx: VisitContext, prompt: str, system: str | None) -> RemoteConversation:
@@ -55,10 +63,10 @@ def remote_conversation(ctx: VisitContext, prompt: str, system: str | None) -> R
     gateway = select_gateway(ctx.settings.hermes_gateways, wanted)
     if gateway is None:
         named = f"gateway {wanted!r}" if wanted else "a gateway (name one in data.gateway)"
-        raise VisitFailure(f"hermes not_configured: {named} is not in FLOWTRAIL_HERMES_GATEWAYS")
+        raise VisitFailure(f"hermes not_configured: {named} is not in FLOWTRAIL_HERMES_GATEWAYS", "REMOTE_FAILED")
     key = gateway_key(gateway)
     if key is None:
-        raise VisitFailure(f"hermes gateway {gateway.id!r} is key_missing: {gateway.api_key_env} is not set")
+        raise VisitFailure(f"hermes gateway {gateway.id!r} is key_missing: {gateway.api_key_env} is not set", "REMOTE_FAILED")
     system_prompt = "\n\n".join(part for part in (gateway.system_prompt, system or "") if part)
     agent = RemoteAgent(gateway, key, ctx, session_id=session_id_for(ctx.run_id, ctx.node.id), system_prompt=system_prompt)
     return RemoteConversation(ctx, agent, prompt)

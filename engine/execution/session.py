@@ -18,6 +18,7 @@ from uuid import UUID, uuid4
 from domain import run as decide
 from domain.errors import IllegalTransition
 from domain.events import RunEvent, VisitSkipped
+from domain.failures import FailureCode, without_addresses
 from domain.outputs import OutputEnvelope
 from domain.run import Run, RunStatus
 from domain.workflow import MODEL_NODE_TYPES, AnyNode, WorkflowDefinition, node_by_id
@@ -101,7 +102,7 @@ class RunSession:
         assert self.defn is not None
         node = node_by_id(self.defn, node_id)
         if node is None:
-            raise RunFailure(f"workflow {self.defn.name!r} has no node {node_id!r}")
+            raise RunFailure(f"workflow {self.defn.name!r} has no node {node_id!r}", "VALIDATION_FAILED")
         return node
 
     async def decide(self, *decisions: Decision) -> list[RunEvent]:
@@ -121,15 +122,15 @@ class RunSession:
             self.defn = definition()
             remaining = self._time_left()
             if remaining <= 0:
-                return Failed(self._timeout_error())
+                return Failed(self._timeout_error(), "RUN_TIMEOUT")
             async with asyncio.timeout(remaining):
                 return await self.tools.modes[self.defn.mode](self)
         except CancelHalt:
             return Cancelled()
         except RunFailure as error:
-            return Failed(str(error))
+            return Failed(str(error), error.code)
         except TimeoutError:
-            return Failed(self._timeout_error())
+            return Failed(self._timeout_error(), "RUN_TIMEOUT")
 
     def _time_left(self) -> float:
         started = self.progress.started_at or utcnow()
@@ -167,11 +168,13 @@ class RunSession:
             await self.decide(*self._close_open("stopped: the run completed"),
                               partial(decide.complete_run, output=output, working_dir_files=files))
         elif isinstance(outcome, Failed):
-            await self.decide(*self._close_open(f"stopped: {outcome.error}"), partial(decide.fail_run, error=outcome.error))
+            error = without_addresses(outcome.error)
+            await self.decide(*self._close_open(f"stopped: {error}", outcome.code),
+                              partial(decide.fail_run, error=error, error_code=outcome.code))
         else:
-            await self.decide(*self._close_open("cancelled: the run was cancelled"), decide.cancel_run)
+            await self.decide(*self._close_open("cancelled: the run was cancelled", "RUN_CANCELLED"), decide.cancel_run)
 
-    def _close_open(self, error: str) -> list[Decision]:
+    def _close_open(self, error: str, code: FailureCode | None = None) -> list[Decision]:
         """Decisions that fail (and record) every open visit; a paused run's waiting visit is abandoned."""
         decisions: list[Decision] = []
         paused = self.journal.run.status is RunStatus.PAUSED
@@ -179,7 +182,7 @@ class RunSession:
             node_id = self.progress.visits[visit_uuid].node_id
             close = decide.abandon_paused_visit if paused else decide.fail_visit
             decisions.append(partial(close, visit_uuid=visit_uuid, node_id=node_id, error=error,
-                                     output=OutputEnvelope.failed(error).as_json()))
+                                     output=OutputEnvelope.failed(error).as_json(), error_code=code))
             if not paused:
                 decisions.append(partial(decide.record_visit, visit_uuid=visit_uuid, node_id=node_id))
         return decisions
@@ -238,16 +241,16 @@ class RunSession:
         except LlmCancelled as error:
             if self.cancel_requested:
                 raise CancelHalt() from None
-            return await self._fail(ctx, f"model call cancelled: {error}")
+            return await self._fail(ctx, f"model call cancelled: {error}", "MODEL_UNAVAILABLE")
         except LlmError as error:
-            return await self._fail(ctx, describe_llm_error(error))
+            return await self._fail(ctx, describe_llm_error(error), "MODEL_UNAVAILABLE")
         except VisitFailure as error:
-            return await self._fail(ctx, str(error))
+            return await self._fail(ctx, str(error), error.code)
         except (CancelHalt, RunFailure):
             raise
         except Exception as error:
             logger.exception("visit %s of run %s failed unexpectedly", ctx.visit.visit_uuid, self.run_id)
-            return await self._fail(ctx, f"internal error: {type(error).__name__}: {error}")
+            return await self._fail(ctx, f"internal error: {type(error).__name__}: {error}", "INTERNAL_ERROR")
 
     def _context(self, node: AnyNode, visit: VisitProgress) -> VisitContext:
         scope = self.progress.scope()
@@ -266,17 +269,18 @@ class RunSession:
             async with asyncio.timeout(seconds):
                 return await EXECUTORS[ctx.node.type](ctx)
         except TimeoutError:
-            raise VisitFailure(f"the node timed out after {seconds:g} s (its time limit)") from None
+            raise VisitFailure(f"the node timed out after {seconds:g} s (its time limit)", "NODE_TIMEOUT") from None
 
-    async def _fail(self, ctx: VisitContext, error: str) -> Failed:
-        visit, node_id = ctx.visit, ctx.node.id
+    async def _fail(self, ctx: VisitContext, error: str, code: FailureCode) -> Failed:
+        """Record the visit's failure; its text never names an address (a client reads it)."""
+        visit, node_id, error = ctx.visit, ctx.node.id, without_addresses(error)
         await ctx.status(f"error: {error}")
         await self.decide(
             partial(decide.fail_visit, visit_uuid=visit.visit_uuid, node_id=node_id, error=error,
-                    output=OutputEnvelope.failed(error).as_json()),
+                    output=OutputEnvelope.failed(error).as_json(), error_code=code),
             partial(decide.record_visit, visit_uuid=visit.visit_uuid, node_id=node_id),
         )
-        return Failed(error)
+        return Failed(error, code)
 
     async def _resume_note(self, ctx: VisitContext) -> None:
         visit = ctx.visit
@@ -288,7 +292,9 @@ class RunSession:
         if visit.interrupted:
             unsafe = self._unsafe_to_rerun(ctx.node, visit)
             if unsafe:
-                raise VisitFailure(f"the engine stopped while this visit was running, and it cannot be re-run safely: {unsafe}")
+                code: FailureCode = "REMOTE_OUTCOME_UNKNOWN" if _remote(ctx.node) else "INTERRUPTED"
+                raise VisitFailure(
+                    f"the engine stopped while this visit was running, and it cannot be re-run safely: {unsafe}", code)
         where = "after the answer to its last question" if visit.answers else "from its start"
         await ctx.status(f"this visit was interrupted before it ended; running it again {where}")
 
@@ -307,6 +313,11 @@ class RunSession:
         except Exception as error:  # noqa: BLE001 - the visit goes on without context tools
             logger.warning("no context tools for visit %s of run %s: %s", visit.visit_uuid, self.run_id, type(error).__name__)
             return None
+
+
+def _remote(node: AnyNode) -> bool:
+    """True for a visit that runs on a Hermes gateway."""
+    return bool(getattr(node.data, "remote", False))
 
 
 def _skip(run: Run, at: datetime, *, visit_uuid: str, node: AnyNode, iter_seq: int, reason: str) -> VisitSkipped:

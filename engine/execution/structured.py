@@ -27,7 +27,7 @@ def spend(ctx: VisitContext, layer: str) -> None:
         raise VisitFailure(
             f"retry budget exhausted: the answer still fails validation, and the visit has spent all "
             f"{ctx.budget.limit} of its retries (model-call retries, re-formats and re-runs count together) "
-            f"before another {layer}"
+            f"before another {layer}", "OUTPUT_INVALID",
         )
 
 
@@ -56,7 +56,7 @@ async def structured_data(
         text, fields, policy, reformat=reformat, rerun=rerun_node, note=ctx.status,
     )
     if not result.ok:
-        raise VisitFailure(result.error or "output does not match the declared fields")
+        raise VisitFailure(result.error or "output does not match the declared fields", "OUTPUT_INVALID")
     if reruns and not result.attempts[-1].startswith("re-formatted"):
         await ctx.status(f"re-run output is valid ({reruns}/{policy.runtime_max_retries})")
     return result.data

@@ -18,6 +18,7 @@ from uuid import UUID
 
 from domain import events as ev
 from domain.errors import FlowtrailError
+from domain.failures import FailureCode, without_addresses
 from domain.run import EXECUTING, Run, RunStatus, fail_run
 from domain.workflow import WorkflowDefinition
 from engine.catalogue import WorkflowNotFound
@@ -33,6 +34,7 @@ from engine.execution.progress import Progress, fold_progress
 from engine.execution.session import RunSession, SessionTools
 from engine.llm import ModelRegistry
 from engine.observability.metrics import RUNS_ACTIVE
+from engine.observability.requests import outside_any_request
 from engine.runs.service import RunService
 from engine.runs.writer import RunTakenOver, RunWriter
 from engine.settings import EngineSettings
@@ -173,7 +175,7 @@ class RunTasks:
         task = self._tasks.get(run_id)
         if task is None or task.done():
             task = self._tasks[run_id] = asyncio.create_task(
-                self._drive(run_id), name=f"flowtrail-run-{run_id.hex}", context=outside_requests(),
+                self._drive(run_id), name=f"flowtrail-run-{run_id.hex}", context=outside_any_request(outside_requests()),
             )
             RUNS_ACTIVE.inc()
             task.add_done_callback(lambda _: RUNS_ACTIVE.dec())
@@ -239,7 +241,9 @@ class RunTasks:
         try:
             return self.workflows.version(name, version).definition
         except WorkflowNotFound:
-            raise RunFailure(f"workflow {name!r} version {version} is not in the catalogue; the run cannot go on") from None
+            raise RunFailure(
+                f"workflow {name!r} version {version} is not in the catalogue; the run cannot go on", "VALIDATION_FAILED",
+            ) from None
 
     async def _know_version(self, progress: Progress) -> None:
         """Read the catalogue again when the run's version is not known here (published through another replica)."""
@@ -257,7 +261,7 @@ class RunTasks:
                     session = RunSession(self.tools, run_id, Journal(writer, self._inflight), progress, asyncio.Event())
                     limit = self.tools.settings.run_timeout_seconds
                     await session.finish(Failed(
-                        f"the run timed out after {limit:g} s (its time limit) while waiting for an answer"))
+                        f"the run timed out after {limit:g} s (its time limit) while waiting for an answer", "RUN_TIMEOUT"))
             except FlowtrailError as refused:  # another replica answered, cancelled or failed it first
                 logger.info("run %s: its time limit passed, but %s", run_id.hex, refused)
 
@@ -284,10 +288,11 @@ class RunTasks:
 async def record_failure(runs: RunService, locks: RunLocks, run_id: UUID, error: Exception) -> None:
     """Record RunFailed; while the store is unavailable, try again with capped backoff until it records
     it or the process shuts down."""
-    if isinstance(error, StoreUnavailable):
-        reason = f"the store could not record the run's events: {error}"
+    code: FailureCode = "STORE_UNAVAILABLE" if isinstance(error, StoreUnavailable) else "INTERNAL_ERROR"
+    if code == "STORE_UNAVAILABLE":
+        reason = "the store could not record the run's events (it was unavailable; the server log has the details)"
     else:
-        reason = f"internal error: {type(error).__name__}: {error}"
+        reason = without_addresses(f"internal error: {type(error).__name__}: {error}")
     delay = FAIL_RETRY_FIRST_SECONDS
     while True:
         async with locks.of(run_id):
@@ -295,7 +300,7 @@ async def record_failure(runs: RunService, locks: RunLocks, run_id: UUID, error:
                 writer = await runs.writer(run_id)
                 writer.executing = False  # what it reads back may be its own last append
                 if not writer.run.status.is_terminal:
-                    await writer.decide(partial(fail_run, error=reason))
+                    await writer.decide(partial(fail_run, error=reason, error_code=code))
                 return
             except StoreUnavailable as still:
                 if delay == FAIL_RETRY_FIRST_SECONDS:

@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from domain import events as ev
+from domain.failures import failure_code
 from domain.run_state import Run
-from engine.observability.metrics import RUNS_CREATED, RUNS_FINISHED
+from engine.observability.metrics import RUNS_CREATED, RUNS_FAILED, RUNS_FINISHED
 
 logger = logging.getLogger("flowtrail.runs")
 
@@ -44,6 +45,9 @@ def runs_appended(run: Run, events: Sequence[ev.RunEvent], created_at: datetime 
         final = FINAL_STATUS.get(type(event))
         if final is not None:
             RUNS_FINISHED.labels(run.workflow_name, final).inc()
+        code = _failure_code(event)
+        if code is not None:
+            RUNS_FAILED.labels(run.workflow_name, code).inc()
         _log(event, step, run.workflow_name, run.workflow_version, created_at)
 
 
@@ -55,4 +59,17 @@ def _log(event: ev.RunEvent, step: str, workflow: str, version: int, created_at:
         fields["duration_ms"] = round((event.timestamp - created_at).total_seconds() * 1000, 1)
     if isinstance(event, ev.RunFailed):
         fields["error"] = event.error[:ERROR_CHARS]
+    code = _failure_code(event)
+    if code is not None:
+        fields["error_code"] = code
+    request_id = getattr(event, "request_id", None)
+    if request_id is not None:
+        fields["request_id"] = request_id
     logger.info("run %s", step, extra=fields)
+
+
+def _failure_code(event: ev.RunEvent) -> str | None:
+    """The failure category of a run's end (None for any other event)."""
+    if isinstance(event, ev.RunFailed):
+        return failure_code(event.error, event.error_code)
+    return "RUN_CANCELLED" if isinstance(event, ev.RunCancelled) else None

@@ -17,6 +17,10 @@ RUNS_FINISHED = Counter(
     "flowtrail_runs_finished_total", "Runs that ended, by workflow and final status (succeeded, failed, cancelled)",
     ["workflow", "status"],
 )
+RUNS_FAILED = Counter(
+    "flowtrail_runs_failed_total", "Runs that ended failed or cancelled, by workflow and failure category (errorCode)",
+    ["workflow", "error_code"],
+)
 RUNS_ACTIVE = Gauge("flowtrail_runs_active", "Runs this process is executing now")
 EVENTS_APPENDED = Counter("flowtrail_events_appended_total", "Events appended to the log (runs and catalogue)")
 APPEND_SECONDS = Histogram(

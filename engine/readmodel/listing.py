@@ -15,6 +15,9 @@ from engine.readmodel.table import COLUMNS, row_of
 from engine.store.sqlite_reads import ReadOnlyConnections
 from projections.run_row import RunRow
 
+WAITING = "WAITING"
+"""The listing's status filter for runs that wait for a person's answer (their status is RUNNING)."""
+
 
 @dataclass(frozen=True)
 class RunQuery:
@@ -29,6 +32,8 @@ class RunQuery:
     workflow_id: int | None = None
     workflow_name: str | None = None
     statuses: tuple[str, ...] = ()
+    """Only rows in these statuses; `WAITING` stands for the runs that wait for an answer."""
+    error_codes: tuple[str, ...] = ()
     created_after_us: int | None = None
     created_before_us: int | None = None
     before: tuple[int, str] | None = None
@@ -65,7 +70,9 @@ def page_sql(query: RunQuery, table: str, mark: Callable[[int], str]) -> tuple[s
     if scope:
         sql.where.append(f"({' OR '.join(scope)})")
     if query.statuses:
-        sql.where.append(sql.among("status", query.statuses))
+        sql.where.append(_status_clause(sql, query.statuses))
+    if query.error_codes:
+        sql.where.append(sql.among("error_code", query.error_codes))
     if query.created_after_us is not None:
         sql.where.append(f"created_us > {sql.arg(query.created_after_us)}")
     if query.created_before_us is not None:
@@ -76,6 +83,15 @@ def page_sql(query: RunQuery, table: str, mark: Callable[[int], str]) -> tuple[s
     limit = sql.arg(query.limit + 1)
     text = f"SELECT {', '.join(COLUMNS)} FROM {table}{where} ORDER BY created_us DESC, run_id DESC LIMIT {limit}"
     return text, sql.args
+
+
+def _status_clause(sql: _Sql, statuses: tuple[str, ...]) -> str:
+    """Rows in one of the statuses, or waiting for an answer when `WAITING` is among them."""
+    stored = tuple(status for status in statuses if status != WAITING)
+    either = [sql.among("status", stored)] if stored else []
+    if WAITING in statuses:
+        either.append("waiting_us IS NOT NULL")
+    return either[0] if len(either) == 1 else f"({' OR '.join(either)})"
 
 
 class PostgresRowReader:

@@ -103,7 +103,14 @@ class ReadModel:
             self._behind = self.kind == "sqlite"  # on PostgreSQL the runner brings the rows up to date
 
     def start(self) -> None:
-        """Catch up with the log (SQLite), or start the runner that follows it (PostgreSQL)."""
+        """Rebuild the rows when the table just got new columns; then catch up with the log (SQLite), or start the
+        runner that follows it (PostgreSQL)."""
+        added = self.rows.add_missing_columns()
+        if added:
+            rows, position = rebuilt_rows(self.store.sync)
+            self.rows.replace_all(rows, position)
+            log.info("the run read model got the column(s) %s; its %d rows were rebuilt from the log",
+                     ", ".join(added), len(rows))
         if self.kind == "sqlite":
             self.catch_up()
             return

@@ -16,6 +16,7 @@ from uuid import UUID
 
 from domain import events as ev
 from engine.readmodel.table import (
+    ADDED_COLUMNS,
     COLUMNS,
     ROWS_TABLE,
     TRACKING_NAME,
@@ -44,14 +45,15 @@ class RunRows:
         self.recorder = recorder
         self.mapper = mapper
         if isinstance(recorder, SqliteRunRows):
-            self._mark, self._table = "?", ROWS_TABLE
+            self._mark, self.table = "?", ROWS_TABLE
             self._run_key: Callable[[UUID], str | UUID] = _hex
         else:
             schema = recorder.datastore.schema.replace('"', '""')
-            self._mark, self._table, self._run_key = "%s", f'"{schema}".{ROWS_TABLE}', _uuid
+            self._mark, self.table, self._run_key = "%s", f'"{schema}".{ROWS_TABLE}', _uuid
             events_table = f'"{schema}".{events_table}'
-        self._upsert = upsert_sql(self._table, self._mark)
-        self._select_one = f"SELECT {', '.join(COLUMNS)} FROM {self._table} WHERE run_id = {self._mark}"
+        self._schema = None if isinstance(recorder, SqliteRunRows) else recorder.datastore.schema
+        self._upsert = upsert_sql(self.table, self._mark)
+        self._select_one = f"SELECT {', '.join(COLUMNS)} FROM {self.table} WHERE run_id = {self._mark}"
         self._select_gap = (
             f"SELECT state FROM {events_table} WHERE originator_id = {self._mark} "
             f"AND originator_version > {self._mark} AND originator_version < {self._mark} ORDER BY originator_version"
@@ -97,7 +99,7 @@ class RunRows:
     def replace_all(self, rows: Sequence[RunRow], notification_id: int | None) -> None:
         """Replace every row and the tracking position in one transaction (a rebuild from the log)."""
         with self.recorder.datastore.transaction(commit=True) as curs:
-            curs.execute(f"DELETE FROM {self._table}")
+            curs.execute(f"DELETE FROM {self.table}")
             if rows:
                 curs.executemany(self._upsert, [row_values(r) for r in rows])
             self._track(curs, notification_id)
@@ -106,6 +108,21 @@ class RunRows:
         """Write rows as they are, in one transaction, tracking nothing (benches fill the table this way)."""
         with self.recorder.datastore.transaction(commit=True) as curs:
             curs.executemany(self._upsert, [row_values(r) for r in rows])
+
+    def add_missing_columns(self) -> list[str]:
+        """Add the columns a table made by an earlier version lacks (`ADDED_COLUMNS`); the ones it added."""
+        with self.recorder.datastore.transaction(commit=True) as curs:
+            if self._schema is None:
+                curs.execute(f"PRAGMA table_info({ROWS_TABLE})")
+            else:
+                curs.execute("SELECT column_name AS name FROM information_schema.columns "
+                             "WHERE table_schema = %s AND table_name = %s", (self._schema, ROWS_TABLE))
+            present = {row["name"] for row in curs.fetchall()}
+            added = [column for column in ADDED_COLUMNS if column not in present]
+            exists = "" if self._schema is None else "IF NOT EXISTS "
+            for column in added:
+                curs.execute(f"ALTER TABLE {self.table} ADD COLUMN {exists}{column} {ADDED_COLUMNS[column]}")
+        return added
 
     def tracking_position(self) -> int:
         """The log position the rows are tracked at (0: none)."""

@@ -11,6 +11,7 @@ from domain.events import RunEvent
 from domain.run import Run, fold
 from engine.clock import utcnow
 from engine.observability.lifecycle import run_created
+from engine.observability.requests import stamped_all
 from engine.runs.creation import Creation, IdempotentRequest, NewRun, creation_events
 from engine.runs.feed import Feed, follow
 from engine.runs.hot import HotRun, Wants
@@ -53,7 +54,7 @@ class RunService:
             if existing is not None:
                 return Creation(existing, True)
         run_id = run_id or uuid4()
-        events = creation_events(run_id, new, idempotency, utcnow())
+        events = stamped_all(creation_events(run_id, new, idempotency, utcnow()))
         try:
             await self._store.append_to_stream(events)
         except ConcurrentAppend:

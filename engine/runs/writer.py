@@ -25,6 +25,7 @@ from domain import events as ev
 from domain.run import Run, StreamPiece, check_stream_chunk, evolve, evolve_all, stream_chunks
 from engine.clock import utcnow
 from engine.observability.lifecycle import runs_appended
+from engine.observability.requests import stamped
 from engine.runs.hot_runs import HotRuns
 from engine.store import AsyncEventStore, ConcurrentAppend
 
@@ -102,7 +103,7 @@ class RunWriter:
             def recipe(run: Run) -> list[ev.RunEvent]:
                 events = []
                 for decision in decisions:
-                    event = decision(run, at)
+                    event = stamped(decision(run, at))
                     run = evolve(run, event)
                     events.append(event)
                 return events

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import zipfile
 from typing import Any
@@ -194,3 +195,26 @@ async def test_a_created_run_is_started_from_the_page_and_a_waiting_one_is_cance
     await shot(page, "cancelled-from-the-page", store)
     result = await run_result(viewer_server, "demo-clarify", waiting)
     assert result["status"] == "FAILED" and result["cancelled"] is True
+
+
+async def test_runs_waiting_for_an_answer_are_listed_first_with_since_when(
+    page: Any, viewer_server: RunningServer, store: str
+) -> None:
+    waiting = await create_run(viewer_server, "demo-clarify")
+    async with viewer_server.client(key=KEY) as http:
+        for _ in range(200):
+            state = (await http.get(f"/api/v1/runs/{waiting}/state")).json()["data"]
+            if state["currentPause"] is not None:
+                break
+            await asyncio.sleep(0.05)
+    newer = await create_run(viewer_server, "demo-report", start=False)
+    await sign_in(page, viewer_server.base_url)
+    first = page.locator("section.waiting table.waiting-runs tbody tr[data-run-id]")
+    await first.first.wait_for(timeout=WAIT_MS)
+    assert await first.count() == 1 and await first.first.get_attribute("data-run-id") == waiting
+    assert await page.locator("section.waiting time").get_attribute("datetime")
+    listed = page.locator("table.runs tbody tr[data-run-id]")
+    await listed.first.wait_for(timeout=WAIT_MS)
+    assert await listed.first.get_attribute("data-run-id") == newer
+    assert "waiting for an answer" in await page.locator(f'table.runs tr[data-run-id="{waiting}"]').inner_text()
+    await shot(page, "list-waiting-first", store)

@@ -63,7 +63,7 @@ async def test_a_created_run_is_listed_as_soon_as_its_creation_is_answered(api):
         "runId": run_id, "workflowName": "military-analyze-agent", "workflowId": 1, "workflowVersion": 1,
         "status": "CREATED", "ownerKeyId": "demo", "cancelRequested": False, "cancelled": False,
         "createdAt": page["items"][0]["createdAt"], "startedAt": None, "completedAt": None, "errorCode": None,
-        "promptTokens": 0, "completionTokens": 0, "lastEventId": 1,
+        "promptTokens": 0, "completionTokens": 0, "lastEventId": 1, "waitingForAnswer": False, "waitingSince": None,
     }], "nextCursor": None}
 
 

@@ -16,10 +16,13 @@ from tests.support.process import ROOT
 pytestmark = pytest.mark.store
 
 
-async def flowtrail(server, action: str, *args: str, key: str = "test-key-all") -> subprocess.CompletedProcess[str]:
-    """`flowtrail runs ACTION ...` with the key in FLOWTRAIL_API_KEY and the URL in FLOWTRAIL_URL."""
+async def flowtrail(server, action: str, *args: str, key: str = "test-key-all",
+                    **variables: str) -> subprocess.CompletedProcess[str]:
+    """`flowtrail runs ACTION ...` with the key in FLOWTRAIL_API_KEY (none when `key` is empty), the URL in
+    FLOWTRAIL_URL, and these FLOWTRAIL_* variables."""
     env = {name: value for name, value in os.environ.items() if not name.startswith("FLOWTRAIL_")}
-    env.update(PYTHONPATH=str(ROOT), FLOWTRAIL_URL=server.base_url, FLOWTRAIL_API_KEY=key)
+    env.update(PYTHONPATH=str(ROOT), FLOWTRAIL_URL=server.base_url, **({"FLOWTRAIL_API_KEY": key} if key else {}),
+               **variables)
     return await asyncio.to_thread(
         subprocess.run, [sys.executable, "-m", "scripts.cli", "runs", action, *args], cwd=ROOT, env=env,
         capture_output=True, text=True, timeout=60,
@@ -103,3 +106,57 @@ async def test_an_unknown_run_or_a_wrong_key_is_one_line_and_status_1(demo_serve
 async def test_a_malformed_run_id_is_refused_by_the_command_line(demo_server):
     done = await flowtrail(demo_server, "show", "not-a-run")
     assert done.returncode == 2 and "is not a run id" in done.stderr
+
+
+async def test_show_prints_the_question_a_waiting_run_asks_and_its_choices(demo_server):
+    run = await started(demo_server, "demo-clarify")
+    async with FlowtrailClient(demo_server.base_url, "test-key-all") as client:
+        async for message in client.stream(run):
+            if message.data.get("kind") == "clarify_request":
+                asked = json.loads(message.data["content"])
+                break
+    shown = await flowtrail(demo_server, "show", run.run_id)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    waiting = next(line for line in lines if "waiting for an answer since" in line)
+    assert waiting.endswith(f": {asked['question']}")
+    assert [line.strip() for line in lines if line.startswith("    ")] == [
+        f"{number}. {choice}" for number, choice in enumerate(asked["choices"], start=1)
+    ]
+    listed = await flowtrail(demo_server, "list", "--status", "WAITING", "--json")
+    assert [item["runId"] for item in json.loads(listed.stdout)["items"]] == [run.run_id]
+
+
+async def test_create_starts_a_run_with_its_variables_and_files_and_watches_it_to_its_end(demo_server, tmp_path):
+    notes = tmp_path / "notes.md"
+    notes.write_text("tides are long waves")
+    done = await flowtrail(demo_server, "create", "demo-report", "--var", "topic=tidal energy", "--file", str(notes),
+                           "--watch")
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.split()[1]
+    assert done.stdout.splitlines()[-1].startswith(f"run {run_id} ended: workflow_complete after ")
+    async with FlowtrailClient(demo_server.base_url, "test-key-all") as client:
+        first = await anext(client.events(run_id))
+    assert (first.data()["variables"], first.data()["uploaded_files"]) == (
+        {"topic": "tidal energy", "uploadedFiles": ["notes.md"]}, ["notes.md"])
+
+
+async def test_create_refuses_variables_that_do_not_fit_the_declared_inputs_before_any_request_creates_a_run(
+    demo_server,
+):
+    missing = await flowtrail(demo_server, "create", "demo-report")
+    typo = await flowtrail(demo_server, "create", "demo-report", "--var", "topik=x", "--var", "nonsense")
+    assert (missing.returncode, typo.returncode) == (2, 2)
+    assert "missing required input(s): topic" in missing.stderr
+    assert "topik: not an input of demo-report" in typo.stderr and "--var 'nonsense' is not name=value" in typo.stderr
+    listed = await flowtrail(demo_server, "list", "--json")
+    assert json.loads(listed.stdout)["items"] == []
+
+
+async def test_every_runs_command_falls_back_to_the_key_flowtrail_demo_uses(demo_server):
+    keys = json.dumps([{"key": "test-key-all", "id": "all"}])
+    done = await flowtrail(demo_server, "create", "demo-report", "--var", "topic=x", "--json", key="",
+                           FLOWTRAIL_API_KEYS=keys)
+    assert done.returncode == 0, done.stderr
+    shown = await flowtrail(demo_server, "show", json.loads(done.stdout)["runId"], key="", FLOWTRAIL_DEMO_KEY="test-key-all")
+    assert shown.returncode == 0, shown.stderr

@@ -48,7 +48,8 @@ async def test_a_run_cut_by_a_store_outage_ends_failed_when_the_store_is_back_wi
     assert refused <= 8, "the engine retried in a busy loop"
     assert run.status is RunStatus.FAILED
     assert isinstance(failure, ev.RunFailed)
-    assert failure.error.startswith("the store could not record the run's events: ")
+    assert failure.error_code == "STORE_UNAVAILABLE"
+    assert failure.error == "the store could not record the run's events (it was unavailable; the server log has the details)"
 
 
 async def test_a_run_started_inside_a_request_deadline_does_not_inherit_it(store, tmp_path):

@@ -9,7 +9,8 @@ from uuid import UUID, uuid4
 import pytest
 
 from domain import events as ev
-from projections.run_row import RunRow, error_code_of, fold_row, fold_rows, row_view
+from domain.failures import code_of_text
+from projections.run_row import RunRow, fold_row, fold_rows, row_view
 from projections.summary import RunSummary
 from tests.fixtures.stored import stored_events, stored_logs
 
@@ -61,10 +62,18 @@ def test_token_totals_are_the_sums_over_the_runs_model_calls():
 
 @pytest.mark.parametrize("error,code", [
     ("RUN_TIMEOUT: the run took longer than 60 s", "RUN_TIMEOUT"),
+    ("NOT_A_LISTED_CODE: something", "RUN_FAILED"),
     ("internal error: KeyError: 'x'", "INTERNAL_ERROR"),
-    ("prompt: missing reference {{research.summary}}", "RUN_FAILED"),
+    ("node 'n' failed: prompt: missing reference {{research.summary}}", "VALIDATION_FAILED"),
+    ("node 'n' failed: the node timed out after 5 s (its time limit)", "NODE_TIMEOUT"),
+    ("the run timed out after 60 s (its time limit) while waiting for an answer", "RUN_TIMEOUT"),
+    ("node 'n' failed: could not reach model 'm' at http://10.0.0.1/v1 (ConnectError)", "MODEL_UNAVAILABLE"),
+    ("node 'n' failed: hermes run_lost: the run's status cannot be read", "REMOTE_OUTCOME_UNKNOWN"),
+    ("node 'n' failed: hermes run_failed: boom", "REMOTE_FAILED"),
+    ("the run reached its limit of 200 visits", "BUDGET_EXHAUSTED"),
+    ("no output node ran (every output node was skipped)", "EMPTY_RESULT"),
     ("Error: lower case is not a code", "RUN_FAILED"),
     ("", "RUN_FAILED"),
 ])
-def test_the_error_code_is_the_leading_code_of_the_error_text_else_RUN_FAILED(error, code):
-    assert error_code_of(error) == code
+def test_a_failure_stored_without_a_code_gets_the_one_its_text_says(error, code):
+    assert code_of_text(error) == code

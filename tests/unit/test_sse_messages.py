@@ -134,13 +134,17 @@ def test_a_completed_run_is_a_workflow_complete_message():
 
 def test_a_failed_run_is_a_workflow_error_message():
     run = RunLog().created().started().fail_run("boom")
-    assert bodies(run)[3] == ("workflow_error", {"runId": RID, "type": "workflow_error", "error": "boom", "success": False})
+    assert bodies(run)[3] == ("workflow_error", {
+        "runId": RID, "type": "workflow_error", "error": "boom", "success": False, "errorCode": "RUN_FAILED",
+    })
 
 
 @pytest.mark.parametrize(("reason", "error"), [("user asked", "cancelled: user asked"), ("", "run cancelled")])
 def test_a_cancelled_run_is_a_workflow_error_message(reason, error):
     run = RunLog().created().started().request_cancel().cancel(reason)
-    assert bodies(run)[4] == ("workflow_error", {"runId": RID, "type": "workflow_error", "error": error, "success": False})
+    assert bodies(run)[4] == ("workflow_error", {
+        "runId": RID, "type": "workflow_error", "error": error, "success": False, "errorCode": "RUN_CANCELLED",
+    })
 
 
 def test_only_workflow_complete_and_workflow_error_are_terminal():

@@ -9,7 +9,7 @@ import { Player, SPEEDS, eventTimes } from "./replay.js";
 
 const main = document.getElementById("main");
 const banner = document.getElementById("banner");
-const STATUSES = ["CREATED", "RUNNING", "SUCCESS", "FAILED"];
+const STATUSES = ["CREATED", "RUNNING", "WAITING", "SUCCESS", "FAILED"];
 let leave = () => {};
 
 function say(text, kind = "info") {
@@ -70,9 +70,20 @@ async function showHome() {
   const picker = h("select", { id: "filter-workflow", name: "workflow" }, h("option", { value: "" }, "All workflows"));
   const boxes = STATUSES.map((s) => h("label", { class: "check" }, h("input", { type: "checkbox", name: "status", value: s }), ` ${s}`));
   const rows = h("tbody");
+  const waitingRows = h("tbody");
+  const waiting = h("section", { class: "panel waiting", hidden: true }, h("h1", {}, "Waiting for an answer"),
+    h("div", { class: "table-wrap" }, h("table", { class: "waiting-runs" },
+      h("thead", {}, h("tr", {}, ...["Run", "Workflow", "Waiting since", "Events"].map((t) => h("th", { scope: "col" }, t)))),
+      waitingRows)));
   const pager = h("div", { class: "pager" });
   const cursors = [null];
+  const loadWaiting = async () => { // runs that wait for a person come first, whatever the page below shows
+    const answer = await data("/runs" + query({ status: ["WAITING"], workflow: picker.value, limit: 50 }));
+    waitingRows.replaceChildren(...answer.items.map(waitingRow));
+    waiting.hidden = !answer.items.length;
+  };
   const load = async (page) => {
+    if (page === 0) await loadWaiting();
     const statuses = boxes.map((b) => b.firstChild).filter((b) => b.checked).map((b) => b.value);
     const answer = await data("/runs" + query({ status: statuses, workflow: picker.value, limit: 20, cursor: cursors[page] }));
     rows.replaceChildren(...answer.items.map(runRow));
@@ -87,6 +98,7 @@ async function showHome() {
     h("fieldset", {}, h("legend", {}, "Status"), ...boxes),
     h("label", { for: "filter-workflow" }, "Workflow"), picker, h("button", { type: "submit" }, "Apply"));
   main.replaceChildren(
+    waiting,
     h("section", { class: "panel" }, h("h1", {}, "Workflows"), workflows),
     h("section", { class: "panel" }, h("h1", {}, "Recent runs"), filters,
       h("div", { class: "table-wrap" }, h("table", { class: "runs" },
@@ -104,10 +116,21 @@ async function showHome() {
   }
 }
 
+function runLink(item) {
+  return h("a", { href: `/ui/runs/${item.runId}`, "data-route": true }, h("code", {}, item.runId.slice(0, 12)));
+}
+
+function waitingRow(item) {
+  return h("tr", { dataset: { runId: item.runId } }, h("td", {}, runLink(item)), h("td", {}, item.workflowName),
+    h("td", {}, h("time", { datetime: item.waitingSince }, new Date(item.waitingSince).toLocaleString())),
+    h("td", {}, String(item.lastEventId)));
+}
+
 function runRow(item) {
+  const note = item.waitingForAnswer ? "waiting for an answer" : item.errorCode;
   return h("tr", { dataset: { runId: item.runId } },
-    h("td", {}, h("a", { href: `/ui/runs/${item.runId}`, "data-route": true }, h("code", {}, item.runId.slice(0, 12)))),
-    h("td", {}, item.workflowName), h("td", {}, badge(item.status)),
+    h("td", {}, runLink(item)),
+    h("td", {}, item.workflowName), h("td", {}, badge(item.status), note ? h("span", { class: "muted" }, ` ${note}`) : null),
     h("td", {}, h("time", { datetime: item.createdAt }, new Date(item.createdAt).toLocaleString())),
     h("td", {}, String(item.lastEventId)));
 }

@@ -103,7 +103,7 @@ const EVENTS = {
     return "run";
   },
   workflow_error(run, data) {
-    Object.assign(run, { status: "FAILED", error: data.error, terminal: true, pause: null });
+    Object.assign(run, { status: "FAILED", error: data.error, errorCode: data.errorCode ?? null, terminal: true, pause: null });
     return "run";
   },
 };

@@ -135,6 +135,7 @@ export class RunView {
 
   showOutcome(run) {
     const parts = [h("h2", {}, "Run "), badge(run.status)];
+    if (run.errorCode) parts.push(h("code", { class: "error-code" }, ` ${run.errorCode}`));
     if (run.error) parts.push(h("pre", { class: "error" }, run.error));
     if (run.output) parts.push(h("h3", {}, "Output"), h("pre", { class: "output" }, pretty(run.output)));
     if (run.terminal && run.status === "SUCCESS") {
