@@ -24,7 +24,16 @@ from litestar.openapi.spec import (
 )
 from litestar.params import PathParameter
 
-from projections.payloads import SSE_PAYLOADS, Camel, NodeView, PauseView, RunListItem, RunStatusName, SsePayload
+from projections.payloads import (
+    SSE_PAYLOADS,
+    Camel,
+    ForkedFrom,
+    NodeView,
+    PauseView,
+    RunListItem,
+    RunStatusName,
+    SsePayload,
+)
 from projections.payloads import LogEntry as LogEntry  # the node logs answer
 
 MAX_TTL_HOURS = 87_600
@@ -50,6 +59,25 @@ class CreateRunRequest(Camel, forbid_unknown_fields=True):
     variables: dict[str, Any] = {}
     run_async: bool = msgspec.field(default=True, name="async")
     ttl_hours: Annotated[int, msgspec.Meta(ge=1, le=MAX_TTL_HOURS)] = 720
+
+
+class ForkRunRequest(Camel, forbid_unknown_fields=True):
+    """The body of a fork: the visit to run again from (or the node whose latest finished visit it is) and what
+    changes from there."""
+
+    from_visit: Annotated[str, msgspec.Meta(min_length=1, max_length=128)] | None = None
+    from_node: Annotated[str, msgspec.Meta(min_length=1, max_length=128)] | None = None
+    variables: dict[str, Any] = {}
+    """Overrides of the source run's variables."""
+    workflow_version: Annotated[int, msgspec.Meta(ge=1, le=2**53)] | None = None
+    """A published version of the source's workflow (default: the source's version)."""
+    run_async: bool = msgspec.field(default=True, name="async")
+
+
+class RerunRequest(Camel, forbid_unknown_fields=True):
+    """The body of a re-run (optional): whether to answer at once or with the new run's stream."""
+
+    run_async: bool = msgspec.field(default=True, name="async")
 
 
 class ResumeRequest(Camel, forbid_unknown_fields=True):
@@ -118,6 +146,12 @@ class CreatedRun(Camel):
     status: RunStatusName
     created_at: str
     links: RunLinks
+
+
+class ForkedRun(CreatedRun):
+    """A fork that was created: the creation answer, plus where it came from."""
+
+    forked_from: ForkedFrom
 
 
 class StartedRun(Camel):
@@ -206,7 +240,7 @@ ERROR_DESCRIPTIONS = {
     400: "VALIDATION_FAILED: the request is malformed",
     401: "UNAUTHORIZED: missing or unknown X-API-Key",
     404: "WORKFLOW_NOT_FOUND, RUN_NOT_FOUND, CLARIFY_NOT_FOUND or NODE_NOT_FOUND",
-    409: "RUN_ALREADY_STARTED, CLARIFY_ALREADY_ANSWERED or IDEMPOTENCY_KEY_REUSED",
+    409: "RUN_ALREADY_STARTED, CLARIFY_ALREADY_ANSWERED, IDEMPOTENCY_KEY_REUSED, VISIT_NOT_FINISHED or RUN_NOT_FAILED",
     410: "RUN_ALREADY_FINISHED",
     413: "PAYLOAD_TOO_LARGE: a file or the whole request is over its limit",
     415: "UNSUPPORTED_MEDIA_TYPE: send application/json or multipart/form-data",

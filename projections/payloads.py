@@ -109,6 +109,15 @@ class Decision(Camel, kw_only=True):
     from_node_id: str | None
 
 
+class ForkedFrom(Camel, kw_only=True):
+    """Where a fork came from: its source run, the visit it executes again (null: a re-run that goes on from the
+    source's end) and the source position it copied up to."""
+
+    run_id: str
+    visit_uuid: str | None
+    position: int
+
+
 class RunListItem(Camel):
     """One run in a listing: the stored run row (`projections.run_row.RunRow`)."""
 
