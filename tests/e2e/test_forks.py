@@ -143,6 +143,9 @@ async def test_a_fork_mid_dag_copies_the_visits_before_it_byte_for_byte_and_exec
     reexecuted = {e.visit_uuid for e in fork_events if isinstance(e, ev.VisitStarted)} - copied
     assert {e.node_id for e in fork_events if isinstance(e, ev.VisitStarted) and e.visit_uuid in reexecuted} == {
         "summary", "key-points", "report"}
+    points, points_again = visit_of(source_events, "key-points"), visit_of(fork_events, "key-points")
+    seen = tool_results(fork_events, points_again)
+    assert seen and seen == [text.replace(points, points_again) for text in tool_results(source_events, points)]
     async with demo_server.client() as client:
         zipped = await client.get(f"{run_path('demo-report', fork_id)}/workspace")
         middle = fork_stream.messages[len(fork_stream.messages) // 2][0]
@@ -316,3 +319,40 @@ async def test_a_blocking_fork_answers_with_the_forks_stream(demo_server):
                     events.append(line[7:])
         result = (await client.get(run_path("demo-report", fork_id))).json()["data"]
     assert events[-1] == "workflow_complete" and result["status"] == "SUCCESS"
+
+
+async def scripted_calls(client: httpx.AsyncClient) -> float:
+    """Calls to the scripted model so far, as this process's metrics count them."""
+    text = (await client.get("/metrics")).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("flowtrail_model_calls_total{") and 'model="scripted"' in line)
+
+
+def tool_results(events: list[ev.RunEvent], visit_uuid: str) -> list[str]:
+    return [e.content for e in events if isinstance(e, ev.NodeStreamed) and e.visit_uuid == visit_uuid
+            and e.kind == "tool_result"]
+
+
+async def test_a_fork_of_an_agentic_run_resumes_the_planner_with_the_decisions_before_it(demo_server):
+    async with demo_server.client() as client:
+        source_id, source = await finished_run(client, "demo-agentic", {"topic": "tides"})
+        source_events = await stored(demo_server, source_id)
+        revision = visit_of(source_events, "draft", iter_seq=2)
+        forked = (await fork(client, "demo-agentic", source_id, {"fromVisit": revision})).json()["data"]
+        before = await scripted_calls(client)
+        fork_stream = await run_to_end(client, "demo-agentic", forked["runId"])
+        called = await scripted_calls(client) - before
+    fork_events = await stored(demo_server, forked["runId"])
+    again = visit_of(fork_events, "draft", iter_seq=2)
+    cut = forked["forkedFrom"]["position"]
+    after_cut = [e for e in source_events if e.originator_version > cut]
+    assert sorted(model_calls(fork_events)) == sorted(model_calls(after_cut)) and called == len(model_calls(fork_events))
+    assert ("draft", "node") in model_calls(fork_events) and ("", "planner") in model_calls(fork_events)
+    decisions = [d["decision"]["nextNodeId"] for d in fork_stream.data() if d["type"] == "planner_decision"]
+    assert decisions == ["draft", "review", "draft", None]
+    seen = tool_results(fork_events, again)
+    assert len(seen) == 4 and seen == [text.replace(revision, again) for text in tool_results(source_events, revision)]
+    assert fork_stream.data()[-1]["output"] == source.data()[-1]["output"]
+    copied = {visit_of(source_events, "input"), visit_of(source_events, "draft"), visit_of(source_events, "review")}
+    expected, got = copied_messages(source, fork_stream, source_id, forked["runId"], copied)
+    assert got == expected
