@@ -7,10 +7,11 @@ may not see is 404 RUN_NOT_FOUND); the body is read after that. A fork is create
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated, Any
 from uuid import uuid4
 
-from litestar import Controller, Request, Response, post
+from litestar import Controller, Request, Response, get, post
 from litestar.di import Provide
 
 from api.dependencies import Injected, require_engine, run_in_workflow
@@ -18,12 +19,14 @@ from api.envelope import Envelope, ok
 from api.errors import validation_failed
 from api.jsonbody import decode_json
 from api.limits import KeyLimits
+from api.listing import DEFAULT_LIMIT, Cursor, Limit, StatusFilter, run_page, visible_query
 from api.paths import WORKFLOW_RUN
 from api.runs import IDEMPOTENCY_HEADER, EventStreamAnswer, start_and_stream
 from api.schemas import (
     ForkedRun,
     ForkRunRequest,
     RerunRequest,
+    RunPage,
     also_ok_as_replay_or_stream,
     documented_body,
     error_responses,
@@ -36,6 +39,7 @@ from domain.idempotency import check_key, request_digest
 from engine.access import ApiKey
 from engine.catalogue import Catalogue
 from engine.execution import RunExecutor
+from engine.readmodel import ReadModel
 from engine.runs.creation import IdempotentRequest
 from engine.runs.fork import ForkPlan, ForkRequest, RunForks
 from engine.runs.hot import HotRun
@@ -143,6 +147,22 @@ class ForkController(Controller):
         return await make_fork(request, ForkContext(runs, RunForks(runs, catalogue, workspace), optional_engine),
                                caller, limits, settings, run, ForkRequest(rerun=True), normalised, body.run_async,
                                key, last_event_id)
+
+
+    @get(
+        "/forks",
+        operation_id="listRunForks",
+        summary="The run's forks (and re-runs) this API key may see, newest first",
+        responses=error_responses(400, 404),
+    )
+    async def forks(
+        self, run: Injected[HotRun], caller: Injected[ApiKey], read_model: Injected[ReadModel],
+        status: StatusFilter = None, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None,
+    ) -> Envelope[RunPage]:
+        """Runs forked from this one (not their forks), as the listing shows them, one page at a time."""
+        query = visible_query(caller, limit=limit, statuses=status, created_after=None, created_before=None,
+                              cursor=cursor)
+        return await run_page(read_model, replace(query, forked_from=run.run_id.hex))
 
 
 class ForkContext:

@@ -23,6 +23,7 @@ from litestar.openapi.spec import (
     Schema,
 )
 from litestar.params import PathParameter
+from msgspec import UNSET, UnsetType
 
 from projections.payloads import (
     SSE_PAYLOADS,
@@ -182,7 +183,8 @@ class TokenUsage(Camel):
 
 
 class RunView(Camel):
-    """`GET run`: the seed's shape plus `createdAt`, `cancelRequested`, `cancelled` and token `usage`."""
+    """`GET run`: the seed's shape plus `createdAt`, `cancelRequested`, `cancelled`, token `usage` and (a fork's)
+    `forkedFrom`."""
 
     run_id: str
     workflow_id: int
@@ -199,6 +201,8 @@ class RunView(Camel):
     cancel_requested: bool
     cancelled: bool
     usage: TokenUsage
+    forked_from: ForkedFrom | UnsetType = UNSET
+    """Where a fork came from; left out for a run that is not a fork."""
 
 
 class RunState(Camel):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
+from msgspec import UNSET
+
 from api.paths import API
 from api.schemas import CreatedRun, RunLinks, RunState, RunView, StartedRun, TokenUsage, WorkspaceView
 from engine.runs.hot import HotRun
@@ -74,6 +76,7 @@ def run_view(hot: HotRun, index: VisitIndex, file_count: int, total_bytes: int) 
         cancel_requested=summary.cancel_requested,
         cancelled=summary.cancelled,
         usage=TokenUsage(prompt_tokens=summary.prompt_tokens, completion_tokens=summary.completion_tokens),
+        forked_from=UNSET if summary.forked_from is None else summary.forked_from,
     )
 
 

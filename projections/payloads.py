@@ -136,6 +136,8 @@ class RunListItem(Camel):
     prompt_tokens: int
     completion_tokens: int
     last_event_id: int
+    forked_from: ForkedFrom | UnsetType = UNSET
+    """Where a fork came from; left out for a run that is not a fork."""
 
 
 # --- SSE message payloads (`data:` of each message) ----------------------------------------------

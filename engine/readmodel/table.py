@@ -16,7 +16,7 @@ from typing import Any
 from eventsourcing.persistence import Tracking
 from eventsourcing.postgres import PostgresTrackingRecorder
 from eventsourcing.sqlite import SQLiteTrackingRecorder
-from psycopg.sql import SQL, Identifier
+from psycopg.sql import SQL, Identifier, Literal
 
 from projections.run_row import RunRow
 
@@ -28,14 +28,19 @@ COLUMNS = (
     "run_id", "workflow_name", "workflow_id", "workflow_version", "owner_key_id", "status",
     "cancel_requested", "cancelled", "created_us", "started_us", "completed_us", "error_code",
     "prompt_tokens", "completion_tokens", "last_event_id",
+    "forked_from_run_id", "forked_from_visit_uuid", "forked_from_position",
 )
+ADDED_COLUMNS = {"forked_from_run_id": "TEXT", "forked_from_visit_uuid": "TEXT", "forked_from_position": "BIGINT"}
+"""Columns added after the table was first shipped: a table created before them gets them when the service starts
+(null in every existing row, which is right: no run before them was a fork)."""
 
 _TABLE_BODY = (
     "(run_id TEXT PRIMARY KEY, workflow_name TEXT NOT NULL, workflow_id BIGINT NOT NULL, "
     "workflow_version BIGINT NOT NULL, owner_key_id TEXT NOT NULL, status TEXT NOT NULL, "
     "cancel_requested BOOLEAN NOT NULL, cancelled BOOLEAN NOT NULL, created_us BIGINT NOT NULL, "
     "started_us BIGINT, completed_us BIGINT, error_code TEXT, prompt_tokens BIGINT NOT NULL, "
-    "completion_tokens BIGINT NOT NULL, last_event_id BIGINT NOT NULL)"
+    "completion_tokens BIGINT NOT NULL, last_event_id BIGINT NOT NULL, "
+    + ", ".join(f"{column} {kind}" for column, kind in ADDED_COLUMNS.items()) + ")"
 )
 INDEXES = {
     "newest": "(created_us, run_id)",
@@ -46,6 +51,8 @@ INDEXES = {
     "status": "(status, created_us, run_id)",
 }
 """Keyset pagination runs backwards along (created_us, run_id) after the equality filters."""
+ADDED_INDEXES = {"forked_from": "(forked_from_run_id, created_us, run_id)"}
+"""Indexes over added columns, made once the columns are there."""
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -70,6 +77,7 @@ def row_values(row: RunRow) -> tuple[Any, ...]:
         row.run_id, row.workflow_name, row.workflow_id, row.workflow_version, row.owner_key_id, row.status,
         row.cancel_requested, row.cancelled, micros(row.created_at), micros(row.started_at),
         micros(row.completed_at), row.error_code, row.prompt_tokens, row.completion_tokens, row.last_event_id,
+        row.forked_from_run_id, row.forked_from_visit_uuid, row.forked_from_position,
     )
 
 
@@ -82,6 +90,7 @@ def row_of(values: Sequence[Any]) -> RunRow:
         owner_key_id=values[4], status=values[5], cancel_requested=bool(values[6]), cancelled=bool(values[7]),
         created_at=created, started_at=from_micros(values[9]), completed_at=from_micros(values[10]),
         error_code=values[11], prompt_tokens=values[12], completion_tokens=values[13], last_event_id=values[14],
+        forked_from_run_id=values[15], forked_from_visit_uuid=values[16], forked_from_position=values[17],
     )
 
 
@@ -105,6 +114,17 @@ class SqliteRunRows(SQLiteTrackingRecorder):
             *(f"CREATE INDEX IF NOT EXISTS {ROWS_TABLE}_{name} ON {ROWS_TABLE} {cols}" for name, cols in INDEXES.items()),
         ]
 
+    def _create_table(self, c: Any) -> None:
+        """The library's tables and the row table, then the columns added since (and their indexes)."""
+        super()._create_table(c)
+        c.execute(f"PRAGMA table_info({ROWS_TABLE})")
+        present = {row[1] for row in c.fetchall()}
+        for column, kind in ADDED_COLUMNS.items():
+            if column not in present:
+                c.execute(f"ALTER TABLE {ROWS_TABLE} ADD COLUMN {column} {kind}")
+        for name, cols in ADDED_INDEXES.items():
+            c.execute(f"CREATE INDEX IF NOT EXISTS {ROWS_TABLE}_{name} ON {ROWS_TABLE} {cols}")
+
 
 class PostgresRunRows(PostgresTrackingRecorder):
     """The library's PostgreSQL tracking recorder, plus the run-row table and its indexes."""
@@ -115,7 +135,16 @@ class PostgresRunRows(PostgresTrackingRecorder):
         self.sql_create_statements.append(
             SQL("CREATE TABLE IF NOT EXISTS {}.{} " + _TABLE_BODY).format(schema, Identifier(ROWS_TABLE))
         )
-        for name, cols in INDEXES.items():
+        for column, kind in ADDED_COLUMNS.items():  # checked first: an ALTER TABLE would lock the table at every start
+            self.sql_create_statements.append(SQL(
+                "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = {} "
+                "AND table_name = {} AND column_name = {}) THEN ALTER TABLE {}.{} ADD COLUMN {} " + kind + "; "
+                "END IF; END $$"
+            ).format(
+                Literal(self.datastore.schema), Literal(ROWS_TABLE), Literal(column), schema, Identifier(ROWS_TABLE),
+                Identifier(column),
+            ))
+        for name, cols in {**INDEXES, **ADDED_INDEXES}.items():
             self.sql_create_statements.append(SQL("CREATE INDEX IF NOT EXISTS {} ON {}.{} " + cols).format(
                 Identifier(f"{ROWS_TABLE}_{name}"), schema, Identifier(ROWS_TABLE),
             ))

@@ -356,3 +356,28 @@ async def test_a_fork_of_an_agentic_run_resumes_the_planner_with_the_decisions_b
     copied = {visit_of(source_events, "input"), visit_of(source_events, "draft"), visit_of(source_events, "review")}
     expected, got = copied_messages(source, fork_stream, source_id, forked["runId"], copied)
     assert got == expected
+
+
+async def test_forks_carry_forked_from_in_get_run_and_the_listing_and_are_listed_under_their_source(demo_server):
+    async with demo_server.client() as client:
+        source_id, _ = await finished_run(client, "demo-report", {"topic": "tides"})
+        first = (await fork(client, "demo-report", source_id, {"fromNode": "summary"})).json()["data"]
+        second = (await fork(client, "demo-report", source_id, {"fromNode": "report"})).json()["data"]
+        grandchild = (await fork(client, "demo-report", second["runId"], {"fromNode": "research"})).json()["data"]
+        source = (await client.get(run_path("demo-report", source_id))).json()["data"]
+        viewed = (await client.get(run_path("demo-report", first["runId"]))).json()["data"]
+        listed = {item["runId"]: item for item in (await client.get("/api/v1/runs")).json()["data"]["items"]}
+        forks = (await client.get(f"{run_path('demo-report', source_id)}/forks")).json()["data"]
+        page = (await client.get(f"{run_path('demo-report', source_id)}/forks", params={"limit": 1})).json()["data"]
+        rest = (await client.get(f"{run_path('demo-report', source_id)}/forks",
+                                 params={"limit": 1, "cursor": page["nextCursor"]})).json()["data"]
+        below = (await client.get(f"{run_path('demo-report', second['runId'])}/forks")).json()["data"]
+        async with demo_server.client(key="test-key-scoped") as scoped:
+            hidden = await scoped.get(f"{run_path('demo-report', source_id)}/forks")
+    assert "forkedFrom" not in source and "forkedFrom" not in listed[source_id]
+    assert viewed["forkedFrom"] == first["forkedFrom"] == listed[first["runId"]]["forkedFrom"]
+    assert listed[grandchild["runId"]]["forkedFrom"]["runId"] == second["runId"]
+    assert [item["runId"] for item in forks["items"]] == [second["runId"], first["runId"]]
+    assert [item["runId"] for item in page["items"] + rest["items"]] == [second["runId"], first["runId"]]
+    assert [item["runId"] for item in below["items"]] == [grandchild["runId"]] and rest["nextCursor"] is None
+    assert refusal(hidden) == (404, "RUN_NOT_FOUND")
