@@ -7,7 +7,7 @@ may not see is 404 RUN_NOT_FOUND); the body is read after that. A fork is create
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Annotated, Any
 from uuid import uuid4
 
@@ -83,12 +83,60 @@ def fork_idempotency(key: str | None, caller: ApiKey, plan: ForkPlan, request: d
     )
 
 
+@dataclass(frozen=True)
+class Forking:
+    """The service parts and the caller a fork request works with (one dependency, resolved after the caller's key)."""
+
+    caller: ApiKey
+    runs: RunService
+    forks: RunForks
+    engine: RunExecutor | None
+    limits: KeyLimits
+    settings: Settings
+
+    async def answer(
+        self, request: Request[Any, Any, Any], source: HotRun, wanted: ForkRequest, normalised: dict[str, Any],
+        run_async: bool, key: str | None, last_event_id: str | None,
+    ) -> Any:
+        """Plan the fork (a refusal stores nothing), create it, and answer as creation does: the JSON envelope, or
+        with `async: false` the fork's stream."""
+        plan = await self.forks.plan(source.run_id, wanted, caller_key_id=self.caller.key_id())
+        stream: OpenStream | None = None
+        if not run_async:
+            require_engine(self.engine)
+            stream = open_stream(self.caller, self.limits, request, self.settings.stream)
+        try:
+            request_bound = {**normalised, "async": run_async, "workflowVersion": plan.entry.version}
+            idempotency = fork_idempotency(key, self.caller, plan, request_bound)
+            creation = await self.forks.create(plan, run_id=uuid4(), idempotency=idempotency)
+        except BaseException:
+            if stream is not None:
+                stream.close()
+            raise
+        if stream is not None:
+            answer: EventStreamAnswer = await start_and_stream(
+                require_engine(self.engine), self.runs, stream, creation, last_event_id,
+            )
+            return answer
+        hot = await self.runs.hot(creation.run_id)
+        headers = {"Idempotent-Replayed": "true"} if creation.replayed else {}
+        return Response(ok(forked_view(hot.summary)), status_code=200 if creation.replayed else 201, headers=headers)
+
+
+async def forking(
+    caller: Injected[ApiKey], runs: Injected[RunService], catalogue: Injected[Catalogue], workspace: Injected[Workspace],
+    settings: Injected[Settings], limits: Injected[KeyLimits], optional_engine: Injected[RunExecutor | None],
+) -> Forking:
+    """What the fork and re-run routes work with."""
+    return Forking(caller, runs, RunForks(runs, catalogue, workspace), optional_engine, limits, settings)
+
+
 class ForkController(Controller):
     """Forks and re-runs of one run, and the list of its forks."""
 
     path = WORKFLOW_RUN
     tags = ["runs"]
-    dependencies = {"run": Provide(run_in_workflow)}
+    dependencies = {"run": Provide(run_in_workflow), "forking": Provide(forking)}
 
     @post(
         "/fork",
@@ -104,9 +152,7 @@ class ForkController(Controller):
         responses=error_responses(400, 404, 409, 429, 503),
     )
     async def fork(
-        self, request: Request[Any, Any, Any], run: Injected[HotRun], caller: Injected[ApiKey],
-        runs: Injected[RunService], catalogue: Injected[Catalogue], workspace: Injected[Workspace],
-        settings: Injected[Settings], limits: Injected[KeyLimits], optional_engine: Injected[RunExecutor | None],
+        self, request: Request[Any, Any, Any], run: Injected[HotRun], forking: Injected[Forking],
         idempotency_key: Annotated[str | None, IDEMPOTENCY_HEADER] = None,
         last_event_id: Annotated[str | None, LAST_EVENT_ID] = None,
     ) -> Envelope[ForkedRun]:
@@ -116,9 +162,8 @@ class ForkController(Controller):
         wanted = ForkRequest(visit_uuid=body.from_visit, node_id=body.from_node, variables=body.variables,
                              workflow_version=body.workflow_version)
         normalised = {"fork": run.run_id.hex, "fromVisit": body.from_visit, "fromNode": body.from_node,
-                      "variables": body.variables, "async": body.run_async}
-        return await make_fork(request, ForkContext(runs, RunForks(runs, catalogue, workspace), optional_engine),
-                               caller, limits, settings, run, wanted, normalised, body.run_async, key, last_event_id)
+                      "variables": body.variables}
+        return await forking.answer(request, run, wanted, normalised, body.run_async, key, last_event_id)
 
     @post(
         "/rerun",
@@ -133,9 +178,7 @@ class ForkController(Controller):
         responses=error_responses(400, 404, 409, 429, 503),
     )
     async def rerun(
-        self, request: Request[Any, Any, Any], run: Injected[HotRun], caller: Injected[ApiKey],
-        runs: Injected[RunService], catalogue: Injected[Catalogue], workspace: Injected[Workspace],
-        settings: Injected[Settings], limits: Injected[KeyLimits], optional_engine: Injected[RunExecutor | None],
+        self, request: Request[Any, Any, Any], run: Injected[HotRun], forking: Injected[Forking],
         idempotency_key: Annotated[str | None, IDEMPOTENCY_HEADER] = None,
         last_event_id: Annotated[str | None, LAST_EVENT_ID] = None,
     ) -> Envelope[ForkedRun]:
@@ -143,11 +186,9 @@ class ForkController(Controller):
         key = check_key(idempotency_key) if idempotency_key is not None else None
         raw = await read_json_body(request)
         body = decode_json(raw, RerunRequest) if raw.strip() else RerunRequest()
-        normalised = {"rerun": run.run_id.hex, "async": body.run_async}
-        return await make_fork(request, ForkContext(runs, RunForks(runs, catalogue, workspace), optional_engine),
-                               caller, limits, settings, run, ForkRequest(rerun=True), normalised, body.run_async,
-                               key, last_event_id)
-
+        normalised = {"rerun": run.run_id.hex}
+        return await forking.answer(request, run, ForkRequest(rerun=True), normalised, body.run_async, key,
+                                    last_event_id)
 
     @get(
         "/forks",
@@ -163,38 +204,3 @@ class ForkController(Controller):
         query = visible_query(caller, limit=limit, statuses=status, created_after=None, created_before=None,
                               cursor=cursor)
         return await run_page(read_model, replace(query, forked_from=run.run_id.hex))
-
-
-class ForkContext:
-    """The service parts a fork request works with."""
-
-    def __init__(self, runs: RunService, forks: RunForks, engine: RunExecutor | None) -> None:
-        self.runs, self.forks, self.engine = runs, forks, engine
-
-
-async def make_fork(
-    request: Request[Any, Any, Any], parts: ForkContext, caller: ApiKey, limits: KeyLimits, settings: Settings,
-    source: HotRun, wanted: ForkRequest, normalised: dict[str, Any], run_async: bool, key: str | None,
-    last_event_id: str | None,
-) -> Any:
-    """Plan the fork (refusals store nothing), create it, and answer as creation does."""
-    plan = await parts.forks.plan(source.run_id, wanted, caller_key_id=caller.key_id())
-    stream: OpenStream | None = None
-    if not run_async:
-        require_engine(parts.engine)
-        stream = open_stream(caller, limits, request, settings.stream)
-    try:
-        idempotency = fork_idempotency(key, caller, plan, {**normalised, "workflowVersion": plan.entry.version})
-        creation = await parts.forks.create(plan, run_id=uuid4(), idempotency=idempotency)
-    except BaseException:
-        if stream is not None:
-            stream.close()
-        raise
-    if stream is not None:
-        answer: EventStreamAnswer = await start_and_stream(
-            require_engine(parts.engine), parts.runs, stream, creation, last_event_id,
-        )
-        return answer
-    hot = await parts.runs.hot(creation.run_id)
-    headers = {"Idempotent-Replayed": "true"} if creation.replayed else {}
-    return Response(ok(forked_view(hot.summary)), status_code=200 if creation.replayed else 201, headers=headers)
