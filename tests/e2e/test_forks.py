@@ -226,12 +226,14 @@ async def test_a_fork_copies_a_visits_question_and_its_answer(demo_server):
         asked = await wait_until(demo_server.services, UUID(source_id), RunStatus.PAUSED)
         assert asked.pending_clarify is not None
         waiting = await fork(client, "demo-clarify", source_id, {"fromNode": "ask"})
+        from_paused = await fork(client, "demo-clarify", source_id, {"fromNode": "input"})
         clarify_id = asked.pending_clarify.clarify_id
         await client.post(f"/api/v1/runs/{source_id}/resume", json={"clarifyId": clarify_id, "answer": "short paragraph"})
         source = await raw_stream(client, f"{run_path('demo-clarify', source_id)}/stream")
         forked = (await fork(client, "demo-clarify", source_id, {"fromNode": "result"})).json()["data"]
         fork_stream = await run_to_end(client, "demo-clarify", forked["runId"])
     assert (waiting.status_code, waiting.json()["code"]) == (409, "VISIT_NOT_FINISHED")
+    assert from_paused.status_code == 201, from_paused.text
     kinds = [d.get("kind") for d in fork_stream.data()]
     assert "clarify_request" in kinds and fork_stream.data()[-1]["output"] == source.data()[-1]["output"]
     fork_events = await stored(demo_server, forked["runId"])
