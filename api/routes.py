@@ -8,6 +8,7 @@ from api.audit import AuditController
 from api.clarify import ClarifyController
 from api.context import ContextQueryController
 from api.events import RunEventsController
+from api.forks import ForkController
 from api.health import health, readiness
 from api.listing import RunListController
 from api.runs import RunController
@@ -24,6 +25,7 @@ CONTROLLERS: list[ControllerRouterHandler] = [
     WorkflowController,
     workflow_schema,
     RunController,
+    ForkController,
     RunListController,
     RunStreamController,
     ClarifyController,

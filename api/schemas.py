@@ -23,9 +23,19 @@ from litestar.openapi.spec import (
     Schema,
 )
 from litestar.params import PathParameter
+from msgspec import UNSET, UnsetType
 
 from domain.failures import FailureCode
-from projections.payloads import SSE_PAYLOADS, Camel, NodeView, PauseView, RunListItem, RunStatusName, SsePayload
+from projections.payloads import (
+    SSE_PAYLOADS,
+    Camel,
+    ForkedFrom,
+    NodeView,
+    PauseView,
+    RunListItem,
+    RunStatusName,
+    SsePayload,
+)
 from projections.payloads import LogEntry as LogEntry  # the node logs answer
 
 MAX_TTL_HOURS = 87_600
@@ -51,6 +61,25 @@ class CreateRunRequest(Camel, forbid_unknown_fields=True):
     variables: dict[str, Any] = {}
     run_async: bool = msgspec.field(default=True, name="async")
     ttl_hours: Annotated[int, msgspec.Meta(ge=1, le=MAX_TTL_HOURS)] = 720
+
+
+class ForkRunRequest(Camel, forbid_unknown_fields=True):
+    """The body of a fork: the visit to run again from (or the node whose latest finished visit it is) and what
+    changes from there."""
+
+    from_visit: Annotated[str, msgspec.Meta(min_length=1, max_length=128)] | None = None
+    from_node: Annotated[str, msgspec.Meta(min_length=1, max_length=128)] | None = None
+    variables: dict[str, Any] = {}
+    """Overrides of the source run's variables."""
+    workflow_version: Annotated[int, msgspec.Meta(ge=1, le=2**53)] | None = None
+    """A published version of the source's workflow (default: the source's version)."""
+    run_async: bool = msgspec.field(default=True, name="async")
+
+
+class RerunRequest(Camel, forbid_unknown_fields=True):
+    """The body of a re-run (optional): whether to answer at once or with the new run's stream."""
+
+    run_async: bool = msgspec.field(default=True, name="async")
 
 
 class ResumeRequest(Camel, forbid_unknown_fields=True):
@@ -121,6 +150,12 @@ class CreatedRun(Camel):
     links: RunLinks
 
 
+class ForkedRun(CreatedRun):
+    """A fork that was created: the creation answer, plus where it came from."""
+
+    forked_from: ForkedFrom
+
+
 class StartedRun(Camel):
     """A run that was started."""
 
@@ -150,7 +185,8 @@ class TokenUsage(Camel):
 
 class RunView(Camel):
     """`GET run`: the seed's shape plus `createdAt`, `cancelRequested`, `cancelled`, token `usage`, the failure's
-    `errorCode` and whether (and since when) the run waits for an answer, with the question."""
+    `errorCode`, whether (and since when) the run waits for an answer, with the question, and (a fork's)
+    `forkedFrom`."""
 
     run_id: str
     workflow_id: int
@@ -173,6 +209,8 @@ class RunView(Camel):
     waiting_since: str | None = None
     current_pause: PauseView | None = None
     """The question the run waits on (as `GET state` shows it)."""
+    forked_from: ForkedFrom | UnsetType = UNSET
+    """Where a fork came from; left out for a run that is not a fork."""
 
 
 class RunState(Camel):
@@ -214,7 +252,7 @@ ERROR_DESCRIPTIONS = {
     400: "VALIDATION_FAILED: the request is malformed",
     401: "UNAUTHORIZED: missing or unknown X-API-Key",
     404: "WORKFLOW_NOT_FOUND, RUN_NOT_FOUND, CLARIFY_NOT_FOUND or NODE_NOT_FOUND",
-    409: "RUN_ALREADY_STARTED, CLARIFY_ALREADY_ANSWERED or IDEMPOTENCY_KEY_REUSED",
+    409: "RUN_ALREADY_STARTED, CLARIFY_ALREADY_ANSWERED, IDEMPOTENCY_KEY_REUSED, VISIT_NOT_FINISHED or RUN_NOT_FAILED",
     410: "RUN_ALREADY_FINISHED",
     413: "PAYLOAD_TOO_LARGE: a file or the whole request is over its limit",
     415: "UNSUPPORTED_MEDIA_TYPE: send application/json or multipart/form-data",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
+from msgspec import UNSET
+
 from api.paths import API
 from api.schemas import CreatedRun, RunLinks, RunState, RunView, StartedRun, TokenUsage, WorkspaceView
 from engine.runs.hot import HotRun
@@ -76,6 +78,7 @@ def run_view(hot: HotRun, index: VisitIndex, file_count: int, total_bytes: int) 
         usage=TokenUsage(prompt_tokens=summary.prompt_tokens, completion_tokens=summary.completion_tokens),
         error_code=summary.error_code, waiting_for_answer=summary.waiting_since is not None,
         waiting_since=iso_utc(summary.waiting_since), current_pause=summary.current_pause,
+        forked_from=UNSET if summary.forked_from is None else summary.forked_from,
     )
 
 

@@ -10,6 +10,8 @@ from client.types import (
     CancelResult,
     CreatedRun,
     EventLine,
+    ForkedFrom,
+    ForkedRun,
     NodeView,
     PauseView,
     ResumeResult,
@@ -28,7 +30,7 @@ from client.types import (
 
 __all__ = [
     "DEFAULT_URL", "TERMINAL_EVENTS", "TERMINAL_STATUSES", "ApiError", "AuditView", "CancelResult", "ClientError",
-    "CreatedRun", "EventLine", "FlowtrailClient", "NamedRun", "NodeView", "PauseView", "Reconnection", "ResumeResult",
+    "CreatedRun", "EventLine", "FlowtrailClient", "ForkedFrom", "ForkedRun", "NamedRun", "NodeView", "PauseView", "Reconnection", "ResumeResult",
     "RunHandle", "RunListItem", "RunPage", "RunRef", "RunState", "RunView", "ServiceUnavailable", "StartedRun", "StreamEvent",
     "TokenUsage", "WorkflowInputView", "WorkflowOutputView", "WorkflowView", "WorkspaceView",
 ]

@@ -20,6 +20,7 @@ from client.types import (
     CancelResult,
     CreatedRun,
     EventLine,
+    ForkedRun,
     ResumeResult,
     RunPage,
     RunState,
@@ -195,6 +196,32 @@ class FlowtrailClient:
                  "limit": limit, "cursor": cursor}
         params += [(name, value) for name, value in named.items() if value is not None]
         return await self._call("GET", f"{API}/runs", RunPage, params=params)
+
+    async def fork(
+        self, run: RunRef, *, from_node: str | None = None, from_visit: str | None = None,
+        workflow_version: int | None = None, variables: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> ForkedRun:
+        """Fork a run at a finished visit (or a node's latest finished one): a new run, created, not started yet."""
+        body: dict[str, Any] = {"variables": dict(variables or {})}
+        named = {"fromNode": from_node, "fromVisit": from_visit, "workflowVersion": workflow_version}
+        body.update({name: value for name, value in named.items() if value is not None})
+        return await self._forked(f"{await self._run_path(run)}/fork", body, idempotency_key)
+
+    async def rerun(self, run: RunRef, *, idempotency_key: str | None = None) -> ForkedRun:
+        """Re-run a failed or cancelled run from its first failed visit: a new run, created, not started yet."""
+        return await self._forked(f"{await self._run_path(run)}/rerun", {}, idempotency_key)
+
+    async def _forked(self, path: str, body: dict[str, Any], idempotency_key: str | None) -> ForkedRun:
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        forked = await self._call("POST", path, ForkedRun, json=body, headers=headers)
+        self._workflows[forked.run_id] = forked.workflow_name
+        return forked
+
+    async def forks(self, run: RunRef, *, limit: int | None = None, cursor: str | None = None) -> RunPage:
+        """One page of the runs forked from this one, newest first."""
+        params = {name: value for name, value in (("limit", limit), ("cursor", cursor)) if value is not None}
+        return await self._call("GET", f"{await self._run_path(run)}/forks", RunPage, params=params)
 
     async def cancel(self, run: RunRef) -> CancelResult:
         """Ask for a run to be cancelled."""

@@ -41,6 +41,21 @@ class CreatedRun(Answer):
     links: RunLinks
 
 
+class ForkedFrom(Answer):
+    """Where a fork came from: its source run, the visit it executes again (None: a re-run that goes on from the
+    source's end), the source position it was cut at."""
+
+    run_id: str
+    visit_uuid: str | None
+    position: int
+
+
+class ForkedRun(CreatedRun):
+    """A fork (or re-run) that was created: the creation answer plus where it came from."""
+
+    forked_from: ForkedFrom
+
+
 class StartedRun(Answer):
     """A run that was started."""
 
@@ -133,6 +148,8 @@ class RunView(Answer):
     waiting_for_answer: bool = False
     waiting_since: str | None = None
     current_pause: PauseView | None = None
+    forked_from: ForkedFrom | None = None
+    """Set on a fork."""
 
 
 class PauseView(Answer):
@@ -191,6 +208,8 @@ class RunListItem(Answer):
     last_event_id: int
     waiting_for_answer: bool = False
     waiting_since: str | None = None
+    forked_from: ForkedFrom | None = None
+    """Set on a fork."""
 
 
 class RunPage(Answer):

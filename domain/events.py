@@ -185,6 +185,27 @@ class ModelCalled(RunEvent, frozen=True, tag="ModelCalled"):
     error_code: str | None = None
 
 
+class RunForked(RunEvent, frozen=True, tag="RunForked"):
+    """The run is a fork of another: the events after this one, `copied_positions` of them, are the source's, copied.
+
+    It follows the run's RunCreated (RunCreated stays every run's first event). The fork was cut at
+    `source_position` of the source: what it copied stood at or before it, and it re-executes from
+    `source_visit_uuid` on (None: a re-run of a run that ended with no visit failed goes on from its end).
+    """
+
+    source_run_id: UUID
+    source_position: int
+    source_workflow_version: int
+    source_visit_uuid: str | None = None
+    source_node_id: str | None = None
+    source_chain_head: str = ""
+    """The source's chain head at `source_position`; empty while runs carry no hash chain."""
+    copied_positions: tuple[int, ...] = ()
+    """The source position of each copied event, in order (they follow this event at positions 3, 4, ...)."""
+    rerun: bool = False
+    """True when the fork re-runs a failed or cancelled run from where it failed."""
+
+
 AnyRunEvent = (
     RunCreated
     | RunStarted
@@ -202,6 +223,7 @@ AnyRunEvent = (
     | RunCompleted
     | RunFailed
     | ModelCalled
+    | RunForked
 )
 
 RUN_EVENT_TYPES: tuple[type[RunEvent], ...] = get_args(AnyRunEvent)

@@ -67,7 +67,8 @@ class Run(msgspec.Struct, frozen=True):
     started: bool = False
     """True once RunStarted is in the log (also after the run finished)."""
     visit_count: int = 0
-    """Visits started or skipped so far; the next one's sortOrder is this plus one."""
+    """Visits started or skipped so far, or the highest sortOrder among them if higher (a fork copies only some of
+    its source's visits); the next one's sortOrder is this plus one."""
 
 
 @singledispatch
@@ -83,13 +84,13 @@ def _(event: ev.RunStarted, run: Run) -> Run:
 @_mutate.register
 def _(event: ev.VisitStarted, run: Run) -> Run:
     return msgspec.structs.replace(
-        run, open_visits=run.open_visits | {event.visit_uuid}, visit_count=run.visit_count + 1
+        run, open_visits=run.open_visits | {event.visit_uuid}, visit_count=max(run.visit_count + 1, event.sort_order)
     )
 
 
 @_mutate.register
 def _(event: ev.VisitSkipped, run: Run) -> Run:
-    return msgspec.structs.replace(run, visit_count=run.visit_count + 1)
+    return msgspec.structs.replace(run, visit_count=max(run.visit_count + 1, event.sort_order))
 
 
 @_mutate.register(ev.VisitCompleted)
@@ -104,7 +105,7 @@ def _(event: ev.ClarifyRequested, run: Run) -> Run:
         event.clarify_id, event.visit_uuid, event.node_id, event.question, event.choices, event.timestamp
     )
     return msgspec.structs.replace(
-        run, status=RunStatus.PAUSED, pending_clarify=pending,
+        run, status=RunStatus.PAUSED if run.started else run.status, pending_clarify=pending,
         asked_clarify_ids=run.asked_clarify_ids | {event.clarify_id},
     )
 
@@ -112,6 +113,8 @@ def _(event: ev.ClarifyRequested, run: Run) -> Run:
 @_mutate.register
 def _(event: ev.ClarifyAnswered, run: Run) -> Run:
     status = RunStatus.CANCEL_REQUESTED if run.cancel_requested else RunStatus.RUNNING
+    if not run.started:
+        status = run.status  # a question and its answer a fork copied, before the fork started
     return msgspec.structs.replace(
         run, status=status, pending_clarify=None,
         answered_clarify_ids=run.answered_clarify_ids | {event.clarify_id},

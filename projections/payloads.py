@@ -109,6 +109,15 @@ class Decision(Camel, kw_only=True):
     from_node_id: str | None
 
 
+class ForkedFrom(Camel, kw_only=True):
+    """Where a fork came from: its source run, the visit it executes again (null: a re-run that goes on from the
+    source's end) and the source position it copied up to."""
+
+    run_id: str
+    visit_uuid: str | None
+    position: int
+
+
 class RunListItem(Camel):
     """One run in a listing: the stored run row (`projections.run_row.RunRow`)."""
 
@@ -131,6 +140,8 @@ class RunListItem(Camel):
     """True while the run waits for a person's answer to its question."""
     waiting_since: str | None = None
     """Since when it waits (ISO 8601 UTC); null when it waits for none."""
+    forked_from: ForkedFrom | UnsetType = UNSET
+    """Where a fork came from; left out for a run that is not a fork."""
 
 
 # --- SSE message payloads (`data:` of each message) ----------------------------------------------

@@ -11,11 +11,12 @@ from datetime import datetime
 from typing import Any
 
 import msgspec
+from msgspec import UNSET, UnsetType
 from msgspec.structs import replace
 
 from domain import events as ev
 from domain.failures import failure_code
-from projections.payloads import RunListItem, RunStatusName
+from projections.payloads import ForkedFrom, RunListItem, RunStatusName
 from projections.wire import iso_utc
 
 
@@ -36,6 +37,10 @@ class RunRow(msgspec.Struct, frozen=True, kw_only=True):
     error_code: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    forked_from_run_id: str | None = None
+    forked_from_visit_uuid: str | None = None
+    forked_from_position: int | None = None
+    """A fork's source run, the visit it executes again and the source position it was cut at (None: not a fork)."""
     last_event_id: int
     waiting_since: datetime | None = None
     """When the run began to wait for a person's answer (None: it waits for none)."""
@@ -79,6 +84,11 @@ def _failed(row: RunRow, event: ev.RunFailed) -> RunRow:
                    error_code=failure_code(event.error, event.error_code))
 
 
+def _forked(row: RunRow, event: ev.RunForked) -> RunRow:
+    return replace(row, forked_from_run_id=event.source_run_id.hex, forked_from_visit_uuid=event.source_visit_uuid,
+                   forked_from_position=event.source_position)
+
+
 def _model_called(row: RunRow, event: ev.ModelCalled) -> RunRow:
     return replace(
         row, prompt_tokens=row.prompt_tokens + event.prompt_tokens,
@@ -95,6 +105,7 @@ _FOLDS: dict[type, Callable[[Any, Any], RunRow]] = {
     ev.RunCompleted: _completed,
     ev.RunFailed: _failed,
     ev.ModelCalled: _model_called,
+    ev.RunForked: _forked,
 }
 
 
@@ -126,7 +137,16 @@ def list_item(row: RunRow) -> RunListItem:
         started_at=iso_utc(row.started_at), completed_at=iso_utc(row.completed_at), error_code=row.error_code,
         prompt_tokens=row.prompt_tokens, completion_tokens=row.completion_tokens, last_event_id=row.last_event_id,
         waiting_for_answer=row.waiting_since is not None, waiting_since=iso_utc(row.waiting_since),
+        forked_from=forked_from_of(row),
     )
+
+
+def forked_from_of(row: RunRow) -> ForkedFrom | UnsetType:
+    """`forkedFrom` of a listed fork (left out of the JSON for a run that is not one)."""
+    if row.forked_from_run_id is None or row.forked_from_position is None:
+        return UNSET
+    return ForkedFrom(run_id=row.forked_from_run_id, visit_uuid=row.forked_from_visit_uuid,
+                      position=row.forked_from_position)
 
 
 def row_view(row: RunRow | None) -> dict[str, Any] | None:

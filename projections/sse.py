@@ -29,7 +29,9 @@ from projections.wire import encoder
 
 TOOL_CONTENT_LIMIT = 500
 TERMINAL_EVENTS = frozenset({"workflow_complete", "workflow_error"})
-SILENT_EVENT_TYPES = frozenset({ev.RunCreated, ev.RunStarted, ev.ClarifyAnswered, ev.RunCancelRequested, ev.ModelCalled})
+SILENT_EVENT_TYPES = frozenset({
+    ev.RunCreated, ev.RunStarted, ev.ClarifyAnswered, ev.RunCancelRequested, ev.ModelCalled, ev.RunForked,
+})
 """Events clients are never shown; their positions are gaps in the ids of a stream (decision 0023)."""
 
 _END_STATUS: dict[type, EndStatus] = {ev.VisitCompleted: "SUCCESS", ev.VisitFailed: "FAILED", ev.VisitSkipped: "SKIPPED"}

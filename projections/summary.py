@@ -12,7 +12,7 @@ from msgspec import UNSET
 from domain import events as ev
 from domain.failures import FailureCode, failure_code
 from domain.run import PendingClarify, Run, RunStatus, evolve
-from projections.payloads import NodeView, PauseView, RunStatusName
+from projections.payloads import ForkedFrom, NodeView, PauseView, RunStatusName
 from projections.sse import cancel_error, produces_sse_message
 from projections.visits import VisitIndex
 from projections.wire import iso_local, iso_utc
@@ -58,6 +58,7 @@ class RunSummary:
         self.last_sse_id = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self.forked_from: ForkedFrom | None = None
 
     def apply(self, event: ev.RunEvent) -> None:
         """Fold one run event into the summary."""
@@ -151,6 +152,9 @@ class RunSummary:
         self.completed_at, self.error = event.timestamp, event.error
         self.error_code = failure_code(event.error, event.error_code)
 
+    def _forked(self, event: ev.RunForked) -> None:
+        self.forked_from = forked_from(event)
+
     def _model_called(self, event: ev.ModelCalled) -> None:
         self.prompt_tokens += event.prompt_tokens
         self.completion_tokens += event.completion_tokens
@@ -189,6 +193,7 @@ class RunSummary:
             "askedClarifyIds": sorted(self.asked_clarify_ids),
             "answeredClarifyIds": sorted(self.answered_clarify_ids),
             "usage": {"promptTokens": self.prompt_tokens, "completionTokens": self.completion_tokens},
+            "forkedFrom": self.forked_from,
         }
 
 
@@ -201,7 +206,13 @@ _SUMMARY_HANDLERS: dict[type, Callable[[Any, Any], None]] = {
     ev.RunCompleted: RunSummary._completed,
     ev.RunFailed: RunSummary._failed,
     ev.ModelCalled: RunSummary._model_called,
+    ev.RunForked: RunSummary._forked,
 }
+
+
+def forked_from(event: ev.RunForked) -> ForkedFrom:
+    """`forkedFrom` of a fork: its source run, the visit it executes again and the position it copied up to."""
+    return ForkedFrom(run_id=event.source_run_id.hex, visit_uuid=event.source_visit_uuid, position=event.source_position)
 
 
 def summarize(events: list[ev.RunEvent] | tuple[ev.RunEvent, ...]) -> RunSummary:

@@ -1,4 +1,5 @@
-"""`flowtrail runs create | list | show | watch | cancel | answer`: run operations through the Python client.
+"""`flowtrail runs create | list | show | watch | cancel | answer | fork | rerun | forks`: run operations through the
+Python client.
 
 Every sub-command takes `--url`/`--key` (else FLOWTRAIL_API_KEY, else the key `flowtrail demo` uses) and `--json`
 (the API's answer as JSON instead of text).
@@ -17,6 +18,7 @@ import msgspec
 from client import TERMINAL_STATUSES, FlowtrailClient, RunPage, RunView, StreamEvent
 from domain.failures import FAILURE_CODES
 from scripts.connect import add_connection_options, command_key, connect, reported, run_id
+from scripts.forks import add_fork_commands
 from scripts.run_variables import VariablesRefused, read_files, run_variables
 
 Command = Callable[[FlowtrailClient, argparse.Namespace], Awaitable[int]]
@@ -205,7 +207,7 @@ async def answer_run(client: FlowtrailClient, args: argparse.Namespace) -> int:
 
 def add_runs_commands(commands: Any) -> None:
     """Register `flowtrail runs ...` on the `flowtrail` sub-parsers."""
-    runs = commands.add_parser("runs", help="list, show, watch, cancel and answer runs of a running service")
+    runs = commands.add_parser("runs", help="list, show, watch, cancel, answer, fork and re-run runs of a running service")
     runs.set_defaults(run=run_runs_command)
     actions = runs.add_subparsers(dest="action", required=True)
 
@@ -241,6 +243,7 @@ def add_runs_commands(commands: Any) -> None:
     answer.add_argument("run_id", type=run_id)
     answer.add_argument("answer")
     answer.add_argument("--clarify-id", help="the question to answer (default: the one the run waits on now)")
+    add_fork_commands(action)
 
 
 def run_runs_command(args: argparse.Namespace) -> int:

@@ -20,7 +20,7 @@ from domain.workflow.definition import (
     workflow_inputs,
     workflow_outputs,
 )
-from domain.workflow.graph import ancestors, topological_order
+from domain.workflow.graph import ancestors, descendants, topological_order
 from domain.workflow.nodes import (
     MODEL_NODE_TYPES,
     NODE_CLASSES,
@@ -54,7 +54,7 @@ __all__ = [
     "AnyNode", "Declaration", "Edge", "FileTemplate", "InvalidVariables", "LlmNode", "ModelData", "ModelNode", "Node",
     "NodeData", "OutputData", "OutputNode", "OutputType", "Planner", "Position", "Problem", "Result", "RunLimits",
     "SmartActionData", "SmartActionNode", "UserInputData", "UserInputNode", "WorkflowDefinition", "ancestors",
-    "canonical_form", "check_variables", "decode_workflow", "definition_form", "definition_problems",
+    "canonical_form", "check_variables", "decode_workflow", "descendants", "definition_form", "definition_problems",
     "duplicate_names", "edge_condition", "edges_into", "node_by_id", "node_path", "of_type", "predecessors",
     "recorded_definition", "roots", "start_nodes", "successors", "topological_order", "workflow_from_dict",
     "workflow_inputs", "workflow_json_schema", "workflow_outputs", "workflow_schema_text",

@@ -89,3 +89,8 @@ def reachable(defn: WorkflowDefinition, starts: list[str]) -> set[str]:
 def ancestors(defn: WorkflowDefinition, node_id: str) -> set[str]:
     """Every node with a path to this one (its outputs may be in scope when it runs in DAG mode)."""
     return _closure([node_id], lambda target: predecessors(defn, target))
+
+
+def descendants(defn: WorkflowDefinition, node_id: str) -> set[str]:
+    """Every node a path from this one leads to (in DAG mode, what depends on its output)."""
+    return _closure([node_id], lambda source: successors(defn, source))

@@ -38,6 +38,8 @@ class RunQuery:
     created_before_us: int | None = None
     before: tuple[int, str] | None = None
     """The keyset position: rows strictly older than (created_us, run_id)."""
+    forked_from: str | None = None
+    """Only the forks of this run (its id, hex)."""
 
 
 @dataclass
@@ -66,6 +68,7 @@ def page_sql(query: RunQuery, table: str, mark: Callable[[int], str]) -> tuple[s
     sql.equal("owner_key_id", query.owner_key_id)
     sql.equal("workflow_id", query.workflow_id)
     sql.equal("workflow_name", query.workflow_name)
+    sql.equal("forked_from_run_id", query.forked_from)
     scope = [sql.among(c, v) for c, v in (("workflow_name", query.scope_names), ("workflow_id", query.scope_ids)) if v]
     if scope:
         sql.where.append(f"({' OR '.join(scope)})")

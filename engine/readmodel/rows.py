@@ -17,6 +17,7 @@ from uuid import UUID
 from domain import events as ev
 from engine.readmodel.table import (
     ADDED_COLUMNS,
+    ADDED_INDEXES,
     COLUMNS,
     ROWS_TABLE,
     TRACKING_NAME,
@@ -110,7 +111,8 @@ class RunRows:
             curs.executemany(self._upsert, [row_values(r) for r in rows])
 
     def add_missing_columns(self) -> list[str]:
-        """Add the columns a table made by an earlier version lacks (`ADDED_COLUMNS`); the ones it added."""
+        """Add the columns a table made by an earlier version lacks (`ADDED_COLUMNS`) and the indexes over them; the
+        columns it added."""
         with self.recorder.datastore.transaction(commit=True) as curs:
             if self._schema is None:
                 curs.execute(f"PRAGMA table_info({ROWS_TABLE})")
@@ -122,6 +124,8 @@ class RunRows:
             exists = "" if self._schema is None else "IF NOT EXISTS "
             for column in added:
                 curs.execute(f"ALTER TABLE {self.table} ADD COLUMN {exists}{column} {ADDED_COLUMNS[column]}")
+            for name, cols in ADDED_INDEXES.items():
+                curs.execute(f"CREATE INDEX IF NOT EXISTS {ROWS_TABLE}_{name} ON {self.table} {cols}")
         return added
 
     def tracking_position(self) -> int:

@@ -28,17 +28,22 @@ COLUMNS = (
     "run_id", "workflow_name", "workflow_id", "workflow_version", "owner_key_id", "status",
     "cancel_requested", "cancelled", "created_us", "started_us", "completed_us", "error_code",
     "prompt_tokens", "completion_tokens", "last_event_id", "waiting_us",
+    "forked_from_run_id", "forked_from_visit_uuid", "forked_from_position",
 )
-ADDED_COLUMNS = {"waiting_us": "BIGINT"}
-"""Columns added after the table was first shipped: a table without one gets it, and its rows are rebuilt
-from the log (`engine.readmodel.model.ReadModel.start`)."""
+ADDED_COLUMNS = {
+    "waiting_us": "BIGINT",
+    "forked_from_run_id": "TEXT", "forked_from_visit_uuid": "TEXT", "forked_from_position": "BIGINT",
+}
+"""Columns added after the table was first shipped: a table without one gets it (and `ADDED_INDEXES`), and its rows
+are rebuilt from the log (`engine.readmodel.model.ReadModel.start`)."""
 
 _TABLE_BODY = (
     "(run_id TEXT PRIMARY KEY, workflow_name TEXT NOT NULL, workflow_id BIGINT NOT NULL, "
     "workflow_version BIGINT NOT NULL, owner_key_id TEXT NOT NULL, status TEXT NOT NULL, "
     "cancel_requested BOOLEAN NOT NULL, cancelled BOOLEAN NOT NULL, created_us BIGINT NOT NULL, "
     "started_us BIGINT, completed_us BIGINT, error_code TEXT, prompt_tokens BIGINT NOT NULL, "
-    "completion_tokens BIGINT NOT NULL, last_event_id BIGINT NOT NULL, waiting_us BIGINT)"
+    "completion_tokens BIGINT NOT NULL, last_event_id BIGINT NOT NULL, "
+    + ", ".join(f"{column} {kind}" for column, kind in ADDED_COLUMNS.items()) + ")"
 )
 INDEXES = {
     "newest": "(created_us, run_id)",
@@ -49,6 +54,8 @@ INDEXES = {
     "status": "(status, created_us, run_id)",
 }
 """Keyset pagination runs backwards along (created_us, run_id) after the equality filters."""
+ADDED_INDEXES = {"forked_from": "(forked_from_run_id, created_us, run_id)"}
+"""Indexes over added columns, made once the columns are there."""
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -73,7 +80,7 @@ def row_values(row: RunRow) -> tuple[Any, ...]:
         row.run_id, row.workflow_name, row.workflow_id, row.workflow_version, row.owner_key_id, row.status,
         row.cancel_requested, row.cancelled, micros(row.created_at), micros(row.started_at),
         micros(row.completed_at), row.error_code, row.prompt_tokens, row.completion_tokens, row.last_event_id,
-        micros(row.waiting_since),
+        micros(row.waiting_since), row.forked_from_run_id, row.forked_from_visit_uuid, row.forked_from_position,
     )
 
 
@@ -86,7 +93,8 @@ def row_of(values: Sequence[Any]) -> RunRow:
         owner_key_id=values[4], status=values[5], cancel_requested=bool(values[6]), cancelled=bool(values[7]),
         created_at=created, started_at=from_micros(values[9]), completed_at=from_micros(values[10]),
         error_code=values[11], prompt_tokens=values[12], completion_tokens=values[13], last_event_id=values[14],
-        waiting_since=from_micros(values[15]),
+        waiting_since=from_micros(values[15]), forked_from_run_id=values[16], forked_from_visit_uuid=values[17],
+        forked_from_position=values[18],
     )
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from uuid import UUID, uuid4
 
 from domain.errors import FlowtrailError
-from domain.events import RunEvent
+from domain.events import RunCreated, RunEvent
 from domain.run import Run, fold
 from engine.clock import utcnow
 from engine.observability.lifecycle import run_created
@@ -20,6 +21,8 @@ from engine.runs.writer import RunWriter
 from engine.store import AsyncEventStore, ConcurrentAppend
 
 logger = logging.getLogger("flowtrail.runs")
+History = Callable[[RunCreated], list[RunEvent]]
+"""The events that follow a new run's RunCreated in its first append."""
 OPENING_TAGS = ("RunStarted", "RunCancelRequested")
 TERMINAL_TAGS = ("RunCompleted", "RunFailed", "RunCancelled")
 
@@ -44,9 +47,10 @@ class RunService:
         self._writer_locks: dict[UUID, asyncio.Lock] = {}
 
     async def create(self, new: NewRun, *, run_id: UUID | None = None,
-                     idempotency: IdempotentRequest | None = None) -> Creation:
+                     idempotency: IdempotentRequest | None = None, history: History | None = None) -> Creation:
         """A new run, kept hot; with an idempotency key, the original run of a repeated request.
 
+        `history` gives the events that follow the run's RunCreated in the same transaction (a fork's).
         Raises IdempotencyKeyReused when the key was used for a different request.
         """
         if idempotency is not None:
@@ -55,6 +59,9 @@ class RunService:
                 return Creation(existing, True)
         run_id = run_id or uuid4()
         events = stamped_all(creation_events(run_id, new, idempotency, utcnow()))
+        created = events[-1]
+        if history is not None:
+            events += history(created)
         try:
             await self._store.append_to_stream(events)
         except ConcurrentAppend:
@@ -64,8 +71,8 @@ class RunService:
             if winner is None:
                 raise
             return Creation(winner, True)
-        self._hot_runs.open(run_id).offer(events[-1:])
-        run_created(events[-1])
+        self._hot_runs.open(run_id).offer(events[events.index(created):])
+        run_created(created)
         return Creation(run_id, False)
 
     async def state(self, run_id: UUID) -> Run:

@@ -12,6 +12,7 @@ CHECKED = (
     answers.RunLinks, answers.CreatedRun, answers.StartedRun, answers.NodeView, answers.WorkspaceView, answers.TokenUsage,
     answers.RunView, answers.PauseView, answers.RunState, answers.ResumeResult, answers.CancelResult,
     answers.WorkflowView, answers.WorkflowInputView, answers.WorkflowOutputView,
+    answers.ForkedFrom, answers.ForkedRun,
 )
 LISTING = (answers.RunListItem, answers.RunPage)
 """Checked by tests/e2e/test_client_listing.py against the listing route's answer (it lands with read-model)."""

@@ -54,6 +54,13 @@ class RunLog:
         self._add(ev.RunCreated, **{**defaults, **fields})
         return self
 
+    def forked(self, source: UUID, position: int, visit_uuid: str | None = None, node_id: str | None = None,
+               copied: tuple[int, ...] = ()) -> RunLog:
+        """RunForked (a fork's second event)."""
+        self._add(ev.RunForked, source_run_id=source, source_position=position, source_workflow_version=1,
+                  source_visit_uuid=visit_uuid, source_node_id=node_id, copied_positions=copied)
+        return self
+
     def started(self) -> RunLog:
         """RunStarted."""
         self._add(ev.RunStarted)

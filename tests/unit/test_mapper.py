@@ -18,7 +18,8 @@ TINY = {"name": "tiny", "mode": "DAG", "nodes": [{"id": "in", "type": "userInput
 
 def one_of_every_run_event() -> list[Any]:
     """Each run event type once, optional fields filled (a log, not a run the domain would allow)."""
-    log = RunLog().created(variables={"topic": "x"}, uploaded_files=("in/a.csv",), idempotency_key="k-1").started()
+    log = RunLog().created(variables={"topic": "x"}, uploaded_files=("in/a.csv",), idempotency_key="k-1")
+    log.forked(RUN_ID, 7, "v9", "a", copied=(3, 4)).started()
     visit = log.visit("a", after="v0", predecessors=("v0",))
     log.stream(visit, "tool_call", '{"q":1}', tool_name="search").ask(visit, "c1", "Which?", ("x", "y"))
     log.answer("c1", "x").complete(visit, {"r": 1}).record(visit).decide("b", "it needs checking", from_node_id="a")

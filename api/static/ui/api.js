@@ -58,12 +58,18 @@ export function query(params) {
 
 /** The workflow name of a run: the `workflow_name` of its first stored event (the URL /ui/runs/{runId} carries none). */
 export async function workflowOfRun(runId) {
+  return (await runOrigin(runId)).workflowName;
+}
+
+/** What a run's first two stored events say: its workflow's name, and (a fork's `RunForked`) where it came from:
+ * `{sourceRunId, visitUuid, position, rerun, copiedUpTo}`, the last the fork's position of its last copied event. */
+export async function runOrigin(runId) {
   const response = await call(`/runs/${encodeURIComponent(runId)}/events?after=0`);
   const reader = response.body.getReader();
   const decoder = new TextDecoder();
   let text = "";
   try {
-    while (!text.includes("\n")) {
+    while (text.split("\n").length < 3) {
       const { value, done } = await reader.read();
       if (done) break;
       text += decoder.decode(value, { stream: true });
@@ -71,7 +77,12 @@ export async function workflowOfRun(runId) {
   } finally {
     reader.cancel().catch(() => {});
   }
-  return JSON.parse(text.split("\n")[0]).workflow_name;
+  const [created, second] = text.split("\n").filter((line) => line.trim()).map((line) => JSON.parse(line));
+  const fork = second && second.type === "RunForked" ? {
+    sourceRunId: second.source_run_id.replaceAll("-", ""), visitUuid: second.source_visit_uuid,
+    position: second.source_position, rerun: second.rerun, copiedUpTo: 2 + second.copied_positions.length,
+  } : null;
+  return { workflowName: created.workflow_name, fork };
 }
 
 /** Save a binary answer as a file, fetched with the key header. */

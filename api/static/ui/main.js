@@ -1,6 +1,7 @@
 // The run viewer: sign-in, workflows and runs, one run's page (live or replayed). Routes on location.
 
-import { apiKey, signIn, signOut, data, call, query, workflowOfRun, download, ApiError } from "./api.js";
+import { apiKey, signIn, signOut, data, call, query, runOrigin, download, ApiError } from "./api.js";
+import { originLine, forksPanel, forkFrom, rerun, forkNote } from "./forks.js";
 import { h, badge } from "./dom.js";
 import { emptyRun, applyMessage } from "./model.js";
 import { RunView } from "./view.js";
@@ -129,7 +130,7 @@ function waitingRow(item) {
 function runRow(item) {
   const note = item.waitingForAnswer ? "waiting for an answer" : item.errorCode;
   return h("tr", { dataset: { runId: item.runId } },
-    h("td", {}, runLink(item)),
+    h("td", {}, runLink(item), forkNote(item)),
     h("td", {}, item.workflowName), h("td", {}, badge(item.status), note ? h("span", { class: "muted" }, ` ${note}`) : null),
     h("td", {}, h("time", { datetime: item.createdAt }, new Date(item.createdAt).toLocaleString())),
     h("td", {}, String(item.lastEventId)));
@@ -139,16 +140,17 @@ async function showRun(runId) {
   document.title = `Run ${runId.slice(0, 8)} · flowtrail`;
   const root = h("div", { id: "run", class: "run", dataset: { runId, mode: "live" } });
   main.replaceChildren(root);
-  let workflowName;
+  let workflowName, fork;
   try {
-    workflowName = await workflowOfRun(runId);
+    ({ workflowName, fork } = await runOrigin(runId));
   } catch (error) {
     root.append(h("p", { class: "error-text", role: "alert" }, error.message));
     return;
   }
   const runPath = `/workflows/${encodeURIComponent(workflowName)}/runs/${encodeURIComponent(runId)}`;
+  const copiedUpTo = fork ? fork.copiedUpTo : 0;
   const received = [];
-  let run = emptyRun(runId);
+  let run = emptyRun(runId, copiedUpTo);
   let dirty = new Set(["run"]);
   let frame = 0;
   const replayBar = h("section", { class: "panel replay", "aria-label": "Replay", hidden: true });
@@ -162,8 +164,19 @@ async function showRun(runId) {
   };
   const startButton = h("button", { type: "button", disabled: true, onclick: command("start", ["RUN_ALREADY_STARTED"]) }, "Start");
   const cancelButton = h("button", { type: "button", disabled: true, onclick: command("cancel", []) }, "Cancel");
+  const openNew = (make) => async () => {
+    try {
+      navigate(`/ui/runs/${await make()}`);
+    } catch (error) {
+      say(error.message, "error");
+    }
+  };
+  const rerunButton = h("button", { type: "button", disabled: true, onclick: openNew(() => rerun(runPath)) }, "Re-run");
+  const forks = forksPanel(runPath);
   root.append(h("header", { class: "run-head" }, h("h1", {}, workflowName, " ", h("code", { class: "muted" }, runId)),
-    h("a", { href: "/ui/", "data-route": true }, "All runs"), startButton, cancelButton, replayButton), replayBar);
+    h("a", { href: "/ui/", "data-route": true }, "All runs"), startButton, cancelButton, rerunButton, replayButton),
+  ...(fork ? [originLine(fork)] : []), forks, replayBar);
+  forks.load().catch(() => {});
   const view = new RunView(root, {
     onAnswer: async (clarifyId, answer) => {
       try {
@@ -174,6 +187,7 @@ async function showRun(runId) {
       }
     },
     onDownload: () => download(`${runPath}/workspace`, `${runId}-workspace.zip`).catch((e) => say(e.message, "error")),
+    onFork: (visitUuid) => openNew(() => forkFrom(runPath, visitUuid))(),
   });
   let replayState = null;
   const paint = () => {
@@ -186,6 +200,7 @@ async function showRun(runId) {
     replayButton.disabled = !run.terminal || root.dataset.mode === "replay";
     startButton.disabled = run.status !== "CREATED" || root.dataset.mode === "replay";
     cancelButton.disabled = run.terminal || root.dataset.mode === "replay";
+    rerunButton.disabled = !run.terminal || run.status !== "FAILED" || root.dataset.mode === "replay";
   };
   const schedule = () => { if (!frame) frame = requestAnimationFrame(paint); };
   const apply = (messages) => {
@@ -230,7 +245,7 @@ async function showRun(runId) {
       h("button", { type: "button", dataset: { speed: name }, onclick: () => player.play(SPEEDS[name]) }, `Play ${name}`));
     const pauseButton = h("button", { type: "button", onclick: () => player.stop() }, "Pause");
     player = new Player(received, times, {
-      onSeek: (messages) => { run = emptyRun(runId); view.reset(); dirty = new Set(["run"]); apply(messages); },
+      onSeek: (messages) => { run = emptyRun(runId, copiedUpTo); view.reset(); dirty = new Set(["run"]); apply(messages); },
       onStep: apply,
       onState: (state) => {
         replayState = state;

@@ -2,11 +2,11 @@
 
 export const TERMINAL = new Set(["workflow_complete", "workflow_error"]);
 
-/** An empty run, before its first message. */
-export function emptyRun(runId) {
+/** An empty run, before its first message; a fork's messages up to `copiedUpTo` are its source's, copied. */
+export function emptyRun(runId, copiedUpTo = 0) {
   return {
     runId, status: "CREATED", visits: new Map(), decisions: [], pause: null, todo: null,
-    output: null, error: null, files: [], log: [], lastId: 0, terminal: false, arrivals: 0,
+    output: null, error: null, files: [], log: [], lastId: 0, terminal: false, arrivals: 0, copiedUpTo,
   };
 }
 
@@ -66,9 +66,9 @@ function settlePause(run, visit, kind) {
 }
 
 const EVENTS = {
-  node_status(run, data) {
+  node_status(run, data, id) {
     const visit = visitOf(run, data);
-    run.status = run.terminal ? run.status : "RUNNING";
+    if (!run.terminal && id > run.copiedUpTo) run.status = "RUNNING"; // a fork's copies come before its start
     if (data.status === "RUNNING") {
       Object.assign(visit, { nodeType: data.nodeType, nodeLabel: data.nodeLabel || data.nodeId, status: "RUNNING" });
       return visit.visitUuid;
@@ -115,7 +115,11 @@ export function applyMessage(run, message) {
   run.log.push({ id: message.id, event: message.event, nodeId: message.data.nodeId || "", kind: message.data.kind || "" });
   const apply = EVENTS[message.event];
   const changed = apply ? apply(run, message.data, message.id) : "run";
-  if (changed && changed !== "run") run.visits.get(changed).lastId = message.id;
+  if (changed && changed !== "run") {
+    const visit = run.visits.get(changed);
+    visit.lastId = message.id;
+    if (message.id <= run.copiedUpTo) visit.copied = true;
+  }
   return changed || "run";
 }
 

@@ -6,9 +6,9 @@ import { visitsInOrder } from "./model.js";
 
 /** The run page: call `update(run, changed)` after applying messages, `reset()` before a rebuild. */
 export class RunView {
-  constructor(root, { onAnswer, onDownload }) {
+  constructor(root, { onAnswer, onDownload, onFork = null }) {
     this.root = root;
-    Object.assign(this, { onAnswer, onDownload, answerable: true });
+    Object.assign(this, { onAnswer, onDownload, onFork, answerable: true });
     this.cards = new Map();
     this.visits = h("div", { class: "visits", "aria-label": "Visits" });
     this.askfor = h("section", { class: "panel askfor", "aria-label": "Question", hidden: true });
@@ -70,13 +70,20 @@ export class RunView {
     card.visit = visit;
     Object.assign(card.element.dataset, {
       visitUuid: visit.visitUuid, nodeId: visit.nodeId, status: visit.status, sortOrder: visit.sortOrder ?? "",
+      copied: Boolean(visit.copied),
     });
     card.summary.replaceChildren(
       h("span", { class: "visit-label" }, visit.nodeLabel),
       h("span", { class: "muted" }, ` ${visit.nodeType}${visit.iterSeq ? ` · visit ${visit.iterSeq}` : ""}`),
-      badge(visit.status),
+      badge(visit.status), visit.copied ? h("span", { class: "badge badge-copied", title: "copied from the source run" }, "copied") : null,
     );
-    card.body.replaceChildren(...visitBody(visit, card.toggled));
+    card.body.replaceChildren(...visitBody(visit, card.toggled), ...this.forkButton(visit));
+  }
+
+  /** "Fork from here" on a finished visit's card (live pages only). */
+  forkButton(visit) {
+    if (!this.onFork || !this.answerable || visit.status === "RUNNING") return [];
+    return [h("button", { type: "button", class: "fork-here", onclick: () => this.onFork(visit.visitUuid) }, "Fork from here")];
   }
 
   eventLog(run) {
