@@ -159,11 +159,11 @@ async def test_a_model_that_breaks_fails_or_hangs_fails_the_visit_cleanly(servic
 
 
 async def test_a_run_past_its_time_limit_fails_and_closes_its_open_visit(store, tmp_path):
-    settings = engine_settings(store, tmp_path / "data", load_demos=False, run_timeout_seconds=0.3)
+    settings = engine_settings(store, tmp_path / "data", load_demos=False, run_timeout_seconds=1.0)
     async with running(settings) as services:
         run, events = await run_one(services, node("work", "llm", model_id="scripted", script=[[{"hang": None}]]))
     assert run.status is RunStatus.FAILED
-    assert of_type(events, ev.RunFailed)[0].error == "the run timed out after 0.3 s (its time limit)"
+    assert of_type(events, ev.RunFailed)[0].error == "the run timed out after 1 s (its time limit)"
     assert of_type(events, ev.VisitFailed)[0].error.startswith("stopped: the run timed out")
 
 

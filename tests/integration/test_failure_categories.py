@@ -62,7 +62,7 @@ async def test_a_run_whose_output_nodes_were_all_skipped_fails_as_EMPTY_RESULT(s
 
 
 async def test_a_run_past_its_time_limit_fails_as_RUN_TIMEOUT_and_its_open_visit_too(store, tmp_path):
-    settings = engine_settings(store, tmp_path / "data", load_demos=False, run_timeout_seconds=0.3)
+    settings = engine_settings(store, tmp_path / "data", load_demos=False, run_timeout_seconds=1.0)
     async with running(settings) as services:
         failed, visits = await failed_with(services, node("work", "llm", model_id="scripted", script=[[{"hang": None}]]))
     assert (failed.error_code, [v.error_code for v in visits]) == ("RUN_TIMEOUT", ["RUN_TIMEOUT"])
