@@ -9,6 +9,7 @@ import os
 import sys
 import uuid
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -18,11 +19,12 @@ import pytest_asyncio
 from domain import events as ev
 from domain.run import RunStatus
 from engine.bootstrap import Services
+from engine.clock import utcnow
 from engine.hermes.agent import RemoteAgent
 from engine.hermes.events import FINAL_TEXT
 from engine.hermes.gateways import HermesGateway
 from engine.hermes.probe import probe, probe_gateways
-from tests.fakes.hermes import CuttingProxy, EndingGateway, IncompatibleGateway
+from tests.fakes.hermes import EndingGateway, GatewayProxy, IncompatibleGateway
 from tests.support.engine_runs import (
     chunks,
     edge,
@@ -172,8 +174,7 @@ async def test_gateway_tool_calls_become_tool_call_and_tool_result_lines(hermes_
 
 def gateway_runs(events) -> list[str]:
     """The gateway run ids our log names, in order."""
-    return [c.content.split()[2] for c in chunks(events, "status", "work")
-            if c.content.startswith("hermes run run_") and " started " in c.content]
+    return [accepted.remote_run_id for accepted in of_type(events, ev.RemoteRunAccepted)]
 
 
 async def gateway_status(gateway: Gateway, run_id: str) -> dict:
@@ -234,7 +235,7 @@ async def services_on(store: str, data_dir: Path, gateway: HermesGateway) -> Asy
 async def test_a_dropped_stream_is_followed_by_reading_the_run_never_by_submitting_it_again(
         keyed_gateway, hermes_model, store, tmp_path):
     hermes_model.will_stream_text("Hello ", "from ", "the ", "other ", "side.")
-    proxy = CuttingProxy(int(keyed_gateway.base_url.rsplit(":", 1)[1]))
+    proxy = GatewayProxy(int(keyed_gateway.base_url.rsplit(":", 1)[1]), cut_stream=True)
     await proxy.start()
     try:
         async with services_on(store, tmp_path / "data", HermesGateway(
@@ -246,12 +247,12 @@ async def test_a_dropped_stream_is_followed_by_reading_the_run_never_by_submitti
     assert run.status is RunStatus.SUCCEEDED, statuses
     assert of_type(events, ev.RunCompleted)[0].output["data"] == {"answer": "Hello from the other side."}
     assert proxy.cuts == 1 and any("event stream dropped" in line for line in statuses)
-    assert [line for line in proxy.requests if line.startswith("POST /v1/runs ")] == ["POST /v1/runs HTTP/1.1"]
+    assert proxy.submissions() == ["POST /v1/runs HTTP/1.1"]
     assert any(line.startswith("GET /v1/runs/run_") and "/events" not in line for line in proxy.requests)
 
 
 @ON_SQLITE_ONLY
-async def test_a_stream_that_ends_without_a_terminal_event_fails_the_visit_with_incomplete_stream(
+async def test_a_stream_that_ends_without_the_runs_end_on_a_gateway_that_forgot_the_run_fails_as_outcome_unknown(
         store, tmp_path, monkeypatch):
     monkeypatch.setenv(KEY_ENV, "whatever-key-0123456789")
     fake = EndingGateway()
@@ -263,8 +264,11 @@ async def test_a_stream_that_ends_without_a_terminal_event_fails_the_visit_with_
     finally:
         await fake.stop()
     assert run.status is RunStatus.FAILED
-    assert "hermes incomplete_stream" in of_type(events, ev.VisitFailed)[0].error
-    assert answer_text(events) == "Hal"
+    error = of_type(events, ev.VisitFailed)[0].error
+    assert error.startswith("REMOTE_OUTCOME_UNKNOWN: ") and "the gateway no longer knows the run" in error
+    assert "it is not submitted again" in error and answer_text(events) == "Hal"
+    assert [end.outcome for end in of_type(events, ev.RemoteRunEnded)] == ["unknown"]
+    assert of_type(events, ev.RunFailed)[0].error.startswith("REMOTE_OUTCOME_UNKNOWN: node 'work' failed: ")
 
 
 def approvals(events) -> list[dict]:
@@ -333,11 +337,26 @@ async def test_a_revisited_node_resumes_its_gateway_session_sending_the_history_
 
 
 class RecordingSink:
-    """What a visit gives a remote agent, keeping the chunks and status lines in a list."""
+    """What a visit gives a remote agent, keeping the chunks, status lines and gateway-run facts in lists."""
 
     def __init__(self) -> None:
         self.cancel_event = asyncio.Event()
         self.lines: list[tuple[str, str]] = []
+        self.facts: list[tuple] = []
+        self.handing_over = False
+
+    async def requested(self, gateway_id: str, session_id: str, attempt: int) -> datetime:
+        self.facts.append(("requested", attempt))
+        return utcnow()
+
+    async def accepted(self, attempt: int, remote_run_id: str) -> None:
+        self.facts.append(("accepted", attempt))
+
+    async def stop_requested(self, attempt: int, remote_run_id: str, reason: str) -> None:
+        self.facts.append(("stop_requested", attempt))
+
+    async def ended(self, end) -> None:
+        self.facts.append(("ended", end.attempt, end.outcome))
 
     async def stream(self, kind: str, content: str, tool_name: str | None = None) -> None:
         self.lines.append((kind, content))
@@ -352,7 +371,8 @@ class RecordingSink:
 async def test_a_session_the_gateway_no_longer_has_starts_fresh_with_the_system_prompt_again(keyed_gateway, hermes_model):
     sink = RecordingSink()
     session = f"flowtrail-test-{uuid.uuid4().hex}"
-    agent = RemoteAgent(configured(keyed_gateway), keyed_gateway.key, sink, session_id=session, system_prompt="You are terse.")
+    agent = RemoteAgent(configured(keyed_gateway), keyed_gateway.key, sink, sink, session_id=session,
+                        system_prompt="You are terse.")
     hermes_model.will_stream_text("One.")
     hermes_model.will_stream_text("Two.")
     assert await agent.answer("First") == "One."
@@ -364,6 +384,8 @@ async def test_a_session_the_gateway_no_longer_has_starts_fresh_with_the_system_
     assert [m["content"] for m in second["messages"] if m["role"] == "user"] == ["Second"]
     fresh = [text for kind, text in sink.lines if kind == "status" and text.endswith("starting it fresh")]
     assert len(fresh) == 2
+    assert sink.facts == [("requested", 1), ("accepted", 1), ("ended", 1, "completed"),
+                          ("requested", 2), ("accepted", 2), ("ended", 2, "completed")]
 
 
 GREETING = [{"name": "greeting", "type": "string", "required": True, "description": "the greeting"}]
@@ -430,28 +452,28 @@ async def test_a_smart_action_on_hermes_that_picks_an_unlisted_action_fails(herm
 
 
 @pytest.mark.store
-async def test_a_restart_during_a_hermes_visit_stops_its_gateway_run_and_runs_the_visit_again_visibly(
+async def test_a_restart_during_a_hermes_visit_follows_its_gateway_run_to_its_end_and_submits_nothing_again(
         keyed_gateway, hermes_model, store, tmp_path):
-    hermes_model.will_hang_after("Hel")
+    hermes_model.will_pause_between(["Hello "], ["after ", "the restart."])
     settings = engine_settings(store, tmp_path / "data", load_demos=False, hermes_gateways=(configured(keyed_gateway),))
     async with running(settings) as services:
         await services.catalogue.publish(remote_flow("hermes-restart"))
         run_id = await start(services, "hermes-restart", {"who": "Ada"})
-        await wait_for_event(services, run_id, lambda e: isinstance(e, ev.NodeStreamed)
-                             and e.content.startswith("hermes run run_"), timeout=60)
+        await wait_for_event(services, run_id, lambda e: isinstance(e, ev.RemoteRunAccepted), timeout=60)
         while not hermes_model.streamed:
             await asyncio.sleep(0.05)
         (interrupted,) = gateway_runs(await events_of(services, run_id))
-    assert (await gateway_status(keyed_gateway, interrupted))["status"] in ("stopping", "cancelled")
-    hermes_model.release_hangs()
-    hermes_model.will_stream_text("Hello after the restart.")
+    assert (await gateway_status(keyed_gateway, interrupted))["status"] == "running"
+    hermes_model.open_gate()
     async with running(settings) as services:
         run = await wait_until(services, run_id, timeout=120)
         events = await events_of(services, run_id)
     statuses = [c.content for c in chunks(events, "status", "work")]
     assert run.status is RunStatus.SUCCEEDED, statuses
-    assert any("interrupted before it ended; running it again" in line for line in statuses)
-    assert gateway_runs(events)[0] == interrupted and len(gateway_runs(events)) == 2
+    assert any("taking up its gateway run where the log left it" in line for line in statuses)
+    assert any(f"following hermes run {interrupted} to its end" in line for line in statuses)
+    assert gateway_runs(events) == [interrupted] and len(hermes_model.streamed) == 1
+    assert [(end.attempt, end.outcome) for end in of_type(events, ev.RemoteRunEnded)] == [(1, "completed")]
     assert of_type(events, ev.RunCompleted)[0].output["data"] == {"answer": "Hello after the restart."}
 
 
