@@ -141,14 +141,15 @@ class WorkspaceView(Camel):
 
 
 class TokenUsage(Camel):
-    """Tokens over every model call of a run (the sums of its ModelCalled events; 0 before any)."""
+    """Tokens over every model call and gateway run of a run (sums of its ModelCalled and RemoteRunEnded events)."""
 
     prompt_tokens: int
     completion_tokens: int
 
 
-class RunView(Camel):
-    """`GET run`: the seed's shape plus `createdAt`, `cancelRequested`, `cancelled` and token `usage`."""
+class RunView(Camel, omit_defaults=True):
+    """`GET run`: the seed's shape plus `createdAt`, `cancelRequested`, `cancelled`, token `usage` and, only when
+    true, `remoteWorkMayBeRunning`."""
 
     run_id: str
     workflow_id: int
@@ -165,6 +166,9 @@ class RunView(Camel):
     cancel_requested: bool
     cancelled: bool
     usage: TokenUsage
+    remote_work_may_be_running: bool = False
+    """Present (true) when a gateway run of this run was not confirmed stopped, or its outcome is unknown: remote
+    work may still be going on (docs/hermes.md)."""
 
 
 class RunState(Camel):

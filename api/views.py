@@ -74,6 +74,7 @@ def run_view(hot: HotRun, index: VisitIndex, file_count: int, total_bytes: int) 
         cancel_requested=summary.cancel_requested,
         cancelled=summary.cancelled,
         usage=TokenUsage(prompt_tokens=summary.prompt_tokens, completion_tokens=summary.completion_tokens),
+        remote_work_may_be_running=summary.remote_work_may_be_running,
     )
 
 

@@ -75,7 +75,7 @@ class WorkspaceView(Answer):
 
 
 class TokenUsage(Answer):
-    """Tokens over every model call of a run."""
+    """Tokens over every model call and gateway run of a run."""
 
     prompt_tokens: int
     completion_tokens: int
@@ -99,6 +99,8 @@ class RunView(Answer):
     cancel_requested: bool
     cancelled: bool
     usage: TokenUsage
+    remote_work_may_be_running: bool = False
+    """True when a gateway run of this run was not confirmed stopped, or its outcome is unknown."""
 
 
 class PauseView(Answer):

@@ -83,7 +83,7 @@ def _failed(row: RunRow, event: ev.RunFailed) -> RunRow:
     return replace(row, status="FAILED", completed_at=event.timestamp, error_code=error_code_of(event.error))
 
 
-def _model_called(row: RunRow, event: ev.ModelCalled) -> RunRow:
+def _tokens_used(row: RunRow, event: ev.ModelCalled | ev.RemoteRunEnded) -> RunRow:
     return replace(
         row, prompt_tokens=row.prompt_tokens + event.prompt_tokens,
         completion_tokens=row.completion_tokens + event.completion_tokens,
@@ -96,7 +96,8 @@ _FOLDS: dict[type, Callable[[Any, Any], RunRow]] = {
     ev.RunCancelled: _cancelled,
     ev.RunCompleted: _completed,
     ev.RunFailed: _failed,
-    ev.ModelCalled: _model_called,
+    ev.ModelCalled: _tokens_used,
+    ev.RemoteRunEnded: _tokens_used,
 }
 
 

@@ -1,4 +1,4 @@
-"""The run summary: status, timestamps, outputs, error, current pause and token totals of one run."""
+"""The run summary: status, timestamps, outputs, error, current pause and token totals (model and gateway calls) of one run."""
 
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ EXTERNAL_STATUS: dict[RunStatus, RunStatusName] = {
     RunStatus.CANCELLED: "FAILED",
 }
 """The external status of each domain status; a run never started reads CREATED until it finishes (decision 16)."""
+REMOTE_WORK_MAY_GO_ON = frozenset({"stop_unconfirmed", "unknown"})
+"""Outcomes of a gateway run after which its work may still be going on."""
 
 
 def external_status_of(run: Run | None) -> RunStatusName:
@@ -56,6 +58,8 @@ class RunSummary:
         self.last_sse_id = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self.remote_unsettled = 0
+        """Gateway runs whose stop the gateway did not confirm, or whose outcome could not be read."""
 
     def apply(self, event: ev.RunEvent) -> None:
         """Fold one run event into the summary."""
@@ -143,6 +147,17 @@ class RunSummary:
         self.prompt_tokens += event.prompt_tokens
         self.completion_tokens += event.completion_tokens
 
+    def _remote_run_ended(self, event: ev.RemoteRunEnded) -> None:
+        self.prompt_tokens += event.prompt_tokens
+        self.completion_tokens += event.completion_tokens
+        if event.outcome in REMOTE_WORK_MAY_GO_ON:
+            self.remote_unsettled += 1
+
+    @property
+    def remote_work_may_be_running(self) -> bool:
+        """True when a gateway run of this run was not confirmed stopped, or its outcome is unknown."""
+        return self.remote_unsettled > 0
+
     def as_dict(self) -> dict[str, Any]:
         """Every field, camelCase, timestamps rendered."""
         created = self.created
@@ -175,6 +190,7 @@ class RunSummary:
             "askedClarifyIds": sorted(self.asked_clarify_ids),
             "answeredClarifyIds": sorted(self.answered_clarify_ids),
             "usage": {"promptTokens": self.prompt_tokens, "completionTokens": self.completion_tokens},
+            "remoteWorkMayBeRunning": self.remote_work_may_be_running,
         }
 
 
@@ -187,6 +203,7 @@ _SUMMARY_HANDLERS: dict[type, Callable[[Any, Any], None]] = {
     ev.RunCompleted: RunSummary._completed,
     ev.RunFailed: RunSummary._failed,
     ev.ModelCalled: RunSummary._model_called,
+    ev.RemoteRunEnded: RunSummary._remote_run_ended,
 }
 
 

@@ -11,7 +11,7 @@ import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from engine.hermes.probe import REQUIRED_FEATURES
 from tests.fakes.loopback import LoopbackServer
@@ -122,14 +122,21 @@ class IncompatibleGateway(LoopbackServer):
         await _send_json(writer, 200, {"object": "hermes.api_server.capabilities", "features": features})
 
 
+StopRefusal = Literal["fail", "swallow"]
+"""How a proxy keeps a stop request from the gateway: answer 502 (a stop that fails), or answer `stopping` itself
+(a stop the gateway never hears of, so it never confirms it)."""
+
+
 class GatewayProxy(LoopbackServer):
     """A TCP proxy in front of a gateway that logs every request line that goes through (`requests`), so a test
-    can count submissions; `cut_stream` drops the client's connection right after the first event of a run's stream."""
+    can count submissions; `cut_stream` drops the client's connection right after the first event of a run's stream;
+    `refuse_stop` keeps stop requests from the gateway."""
 
-    def __init__(self, upstream_port: int, *, cut_stream: bool = False) -> None:
+    def __init__(self, upstream_port: int, *, cut_stream: bool = False, refuse_stop: StopRefusal | None = None) -> None:
         super().__init__()
         self.upstream_port = upstream_port
         self.cut_stream = cut_stream
+        self.refuse_stop = refuse_stop
         self.requests: list[str] = []
         self.cuts = 0
 
@@ -145,6 +152,9 @@ class GatewayProxy(LoopbackServer):
         async def to_gateway() -> None:
             while data := await reader.read(65536):
                 self.requests += [line for line in data.decode("latin-1").split("\r\n") if " HTTP/1.1" in line]
+                if self.refuse_stop is not None and b"/stop HTTP/1.1" in data:
+                    await self._refuse(writer)
+                    return
                 if b"/events HTTP/1.1" in data:
                     streaming.set()
                 up_writer.write(data)
@@ -164,6 +174,12 @@ class GatewayProxy(LoopbackServer):
                                return_when=asyncio.FIRST_COMPLETED)
         finally:
             up_writer.close()
+
+    async def _refuse(self, writer: asyncio.StreamWriter) -> None:
+        if self.refuse_stop == "fail":
+            await _send_json(writer, 502, {"error": {"code": "bad_gateway", "message": "the proxy refused"}})
+        else:
+            await _send_json(writer, 200, {"status": "stopping"})
 
 
 class EndingGateway(LoopbackServer):

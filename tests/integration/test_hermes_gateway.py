@@ -17,13 +17,15 @@ import pytest
 import pytest_asyncio
 
 from domain import events as ev
-from domain.run import RunStatus
+from domain.run import RunStatus, fold, request_cancel
 from engine.bootstrap import Services
 from engine.clock import utcnow
 from engine.hermes.agent import RemoteAgent
 from engine.hermes.events import FINAL_TEXT
 from engine.hermes.gateways import HermesGateway
 from engine.hermes.probe import probe, probe_gateways
+from engine.store import EventStore, parse_database_url
+from projections.summary import summarize
 from tests.fakes.hermes import EndingGateway, GatewayProxy, IncompatibleGateway
 from tests.support.engine_runs import (
     chunks,
@@ -198,30 +200,110 @@ async def gateway_status_becomes(gateway: Gateway, run_id: str, *wanted: str, ti
 
 @ON_SQLITE_ONLY
 @pytest.mark.hermes(idle_timeout_seconds=1.5)
-async def test_a_silent_gateway_fails_the_visit_with_idle_timeout_and_is_told_to_stop(hermes_services, hermes_model, keyed_gateway):
+async def test_a_silent_gateway_fails_the_visit_with_idle_timeout_once_it_confirmed_the_stop(hermes_services, hermes_model, keyed_gateway):
     hermes_model.will_hang_after("Hel")
     run, events = await run_to_end(hermes_services, remote_flow("hermes-idle"))
     failed = of_type(events, ev.VisitFailed)
     assert run.status is RunStatus.FAILED and "hermes idle_timeout" in failed[0].error
     (run_id,) = gateway_runs(events)
-    assert (await gateway_status(keyed_gateway, run_id))["status"] in ("stopping", "cancelled")
+    assert positions(events, ev.RemoteRunStopRequested, reason="idle_timeout")
+    assert [(e.outcome, e.reason) for e in of_type(events, ev.RemoteRunEnded)] == [("cancelled", "idle_timeout")]
+    assert (await gateway_status(keyed_gateway, run_id))["status"] == "cancelled"
+
+
+def positions(events, kind, **fields) -> list[int]:
+    """The positions of the events of one type (with these field values)."""
+    return [e.originator_version for e in of_type(events, kind) if all(getattr(e, k) == v for k, v in fields.items())]
+
+
+async def cancel_in_flight(services: Services, flow: dict, model) -> tuple:
+    """Start `flow`, cancel it once its gateway run is in flight; the run's end state and events."""
+    await services.catalogue.publish(flow)
+    run_id = await start(services, flow["name"], {"who": "Ada"})
+    await wait_for_event(services, run_id, lambda e: isinstance(e, ev.RemoteRunAccepted), timeout=60)
+    while not model.streamed:
+        await asyncio.sleep(0.05)
+    await executor(services).cancel(run_id)
+    run = await wait_until(services, run_id, timeout=120)
+    return run, await events_of(services, run_id)
 
 
 @pytest.mark.store
-async def test_cancelling_the_run_stops_the_gateway_run_which_ends_cancelled(hermes_services, hermes_model, keyed_gateway):
+async def test_a_cancel_is_recorded_at_once_and_the_run_is_cancelled_only_after_the_gateway_confirms_the_stop(
+        hermes_services, hermes_model, keyed_gateway):
     hermes_model.will_hang_after("Thinking it over")
-    await hermes_services.catalogue.publish(remote_flow("hermes-cancel"))
-    run_id = await start(hermes_services, "hermes-cancel", {"who": "Ada"})
-    await wait_for_event(hermes_services, run_id, lambda e: isinstance(e, ev.NodeStreamed)
-                         and e.content.startswith("hermes run run_"), timeout=60)
-    while not hermes_model.streamed:
-        await asyncio.sleep(0.05)
-    await executor(hermes_services).cancel(run_id)
-    run = await wait_until(hermes_services, run_id, timeout=120)
-    (gateway_run,) = gateway_runs(await events_of(hermes_services, run_id))
+    run, events = await cancel_in_flight(hermes_services, remote_flow("hermes-cancel"), hermes_model)
+    (gateway_run,) = gateway_runs(events)
     assert run.status is RunStatus.CANCELLED
-    hermes_model.release_hangs()
+    (requested,) = positions(events, ev.RunCancelRequested)
+    (stop,) = positions(events, ev.RemoteRunStopRequested, reason="cancelled")
+    (confirmed,) = positions(events, ev.RemoteRunEnded, outcome="cancelled")
+    (cancelled,) = positions(events, ev.RunCancelled)
+    assert requested < stop < confirmed < cancelled
     assert await gateway_status_becomes(keyed_gateway, gateway_run, "cancelled") == "cancelled"
+    assert f"hermes run {gateway_run} was stopped (the gateway confirmed it, cancelled)" in [
+        c.content for c in chunks(events, "status", "work")]
+    assert not summarize(events).remote_work_may_be_running
+
+
+@ON_SQLITE_ONLY
+@pytest.mark.parametrize("refusal", ["fail", "swallow"])
+async def test_a_stop_the_gateway_does_not_confirm_is_recorded_and_the_run_says_remote_work_may_still_be_running(
+        keyed_gateway, hermes_model, store, tmp_path, refusal):
+    hermes_model.will_hang_after("Thinking it over")
+    proxy = GatewayProxy(int(keyed_gateway.base_url.rsplit(":", 1)[1]), refuse_stop=refusal)
+    await proxy.start()
+    try:
+        async with services_on(store, tmp_path / "data", HermesGateway(
+                id="test", base_url=f"http://127.0.0.1:{proxy.port}", api_key_env=KEY_ENV,
+                stop_confirm_seconds=1.0)) as services:
+            run, events = await cancel_in_flight(services, remote_flow(f"hermes-unconfirmed-{refusal}"), hermes_model)
+    finally:
+        await proxy.stop()
+    (gateway_run,) = gateway_runs(events)
+    (end,) = of_type(events, ev.RemoteRunEnded)
+    assert run.status is RunStatus.CANCELLED and (end.outcome, end.reason) == ("stop_unconfirmed", "cancelled")
+    why = "the stop request failed: " if refusal == "fail" else "the gateway did not confirm the stop within 1 s"
+    assert end.error.startswith(why) and str(proxy.port) not in end.error
+    assert any(line.startswith(f"hermes run {gateway_run}: {why}") and line.endswith("the remote work may still be running")
+               for line in [c.content for c in chunks(events, "status", "work")])
+    summary = summarize(events)
+    assert summary.remote_work_may_be_running and summary.as_dict()["remoteWorkMayBeRunning"] is True
+    assert (await gateway_status(keyed_gateway, gateway_run))["status"] == "running"
+
+
+@pytest.mark.store
+async def test_a_run_cancelled_while_no_process_followed_its_gateway_run_stops_that_run_before_it_is_cancelled(
+        keyed_gateway, hermes_model, store, tmp_path):
+    hermes_model.will_hang_after("Thinking it over")
+    settings = engine_settings(store, tmp_path / "data", load_demos=False, hermes_gateways=(configured(keyed_gateway),))
+    async with running(settings) as services:
+        await services.catalogue.publish(remote_flow("hermes-cancel-while-down"))
+        run_id = await start(services, "hermes-cancel-while-down", {"who": "Ada"})
+        await wait_for_event(services, run_id, lambda e: isinstance(e, ev.RemoteRunAccepted), timeout=60)
+        while not hermes_model.streamed:
+            await asyncio.sleep(0.05)
+    append_cancel_request(store, run_id)
+    async with running(settings) as services:
+        run = await wait_until(services, run_id, timeout=120)
+        events = await events_of(services, run_id)
+    (gateway_run,) = gateway_runs(events)
+    assert run.status is RunStatus.CANCELLED
+    (stop,) = positions(events, ev.RemoteRunStopRequested, reason="cancelled")
+    (confirmed,) = positions(events, ev.RemoteRunEnded, outcome="cancelled")
+    assert stop < confirmed < positions(events, ev.RunCancelled)[0]
+    assert await gateway_status_becomes(keyed_gateway, gateway_run, "cancelled") == "cancelled"
+
+
+def append_cancel_request(url: str, run_id) -> None:
+    """What a cancel through another process leaves while this one is down: RunCancelRequested in the log."""
+    store = EventStore(parse_database_url(url))
+    try:
+        run = fold(store.read_stream(run_id))
+        assert run is not None
+        store.append_to_stream([request_cancel(run, utcnow())])
+    finally:
+        store.close()
 
 
 @contextlib.asynccontextmanager

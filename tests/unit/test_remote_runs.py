@@ -3,6 +3,9 @@ internal addresses."""
 
 from __future__ import annotations
 
+import msgspec
+
+from api.schemas import RunView, TokenUsage, WorkspaceView
 from domain import events as ev
 from engine.execution.outcomes import node_failed
 from engine.execution.progress import fold_progress
@@ -10,6 +13,7 @@ from engine.hermes.gateway_run import RemoteOutcomeUnknown, ending_of, without_a
 from engine.hermes.ports import REMOTE_EVENTS, remote_runs
 from projections.run_row import error_code_of
 from projections.sse import produces_sse_message
+from projections.summary import summarize
 from tests.unit.builders import RunLog
 
 
@@ -69,3 +73,23 @@ def test_every_remote_event_is_silent_on_the_stream():
     log, _ = visit_with_runs()
     assert not any(produces_sse_message(event) for event in log.events if isinstance(event, REMOTE_EVENTS))
     assert ev.RemoteRunEnded in REMOTE_EVENTS
+
+
+def test_get_run_names_remote_work_that_may_still_run_only_when_there_is_some():
+    view = RunView(run_id="r", workflow_id=1, workflow_name="w", display_name="W", status="FAILED", created_at=None,
+                   started_at=None, completed_at=None, error="cancelled", outputs=None, nodes=[],
+                   workspace=WorkspaceView(file_count=0, total_bytes=0, download_url="/w"), cancel_requested=True,
+                   cancelled=True, usage=TokenUsage(prompt_tokens=0, completion_tokens=0))
+    assert "remoteWorkMayBeRunning" not in msgspec.json.decode(msgspec.json.encode(view))
+    unsettled = msgspec.structs.replace(view, remote_work_may_be_running=True)
+    assert msgspec.json.decode(msgspec.json.encode(unsettled))["remoteWorkMayBeRunning"] is True
+
+
+def test_a_stop_not_confirmed_or_an_unknown_outcome_means_remote_work_may_still_run_and_tokens_count():
+    log = RunLog().created().started()
+    visit = log.visit("work")
+    log.remote_run(visit, attempt=1, outcome="completed", prompt_tokens=123, completion_tokens=45)
+    assert not summarize(log.events).remote_work_may_be_running
+    log.remote_run(visit, attempt=2, stop="cancelled", outcome="stop_unconfirmed", prompt_tokens=7)
+    summary = summarize(log.events)
+    assert summary.remote_work_may_be_running and (summary.prompt_tokens, summary.completion_tokens) == (130, 45)
