@@ -7,6 +7,7 @@ export function emptyRun(runId) {
   return {
     runId, status: "CREATED", visits: new Map(), decisions: [], pause: null, todo: null,
     output: null, error: null, files: [], log: [], lastId: 0, terminal: false, arrivals: 0,
+    usage: null, remoteWorkMayBeRunning: false,
   };
 }
 
@@ -126,4 +127,10 @@ export function visitsInOrder(run) {
     const kb = b.sortOrder ?? Number.MAX_SAFE_INTEGER;
     return ka - kb || a.arrival - b.arrival;
   });
+}
+
+/** Take the token usage and the remote-work flag from a `GET run` answer (the stream carries neither). */
+export function applyResult(run, result) {
+  run.usage = result.usage ?? null;
+  run.remoteWorkMayBeRunning = Boolean(result.remoteWorkMayBeRunning);
 }
