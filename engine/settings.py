@@ -198,6 +198,10 @@ class ContextSettings:
     max_tool_calls_per_visit: Annotated[int, setting(
         "FLOWTRAIL_CONTEXT_MAX_TOOL_CALLS", "context tool calls one visit may make", ge=0,
     )] = 50
+    section_max_bytes: Annotated[int, setting(
+        "FLOWTRAIL_CONTEXT_SECTION_MAX_BYTES", "the largest context section (predecessors' paths, outputs and meta) "
+        "a remote Hermes visit's prompt carries, in bytes of JSON (0: none; docs/hermes.md)", ge=0,
+    )] = 65536
 
 
 @dataclass(frozen=True)

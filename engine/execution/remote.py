@@ -81,12 +81,23 @@ class RemoteConversation:
         self.prompt = prompt
 
     async def answer(self) -> str:
-        """Check the gateway is usable (unless the visit follows a run it had submitted), then run the prompt."""
-        if not self.agent.resuming:
-            result = await probe(self.agent.gateway, transport=self.agent.transport)
-            if not result.ok:
-                raise VisitFailure(f"hermes gateway {result.gateway!r} is {result.status}: {result.detail}")
-        return await self._ask(self.prompt)
+        """Check the gateway is usable (unless the visit follows a run it had submitted), then run the prompt with
+        the visit's context section before it."""
+        if self.agent.resuming:
+            return await self._ask(self.prompt)
+        result = await probe(self.agent.gateway, transport=self.agent.transport)
+        if not result.ok:
+            raise VisitFailure(f"hermes gateway {result.gateway!r} is {result.status}: {result.detail}")
+        return await self._ask(await self._with_context(self.prompt))
+
+    async def _with_context(self, prompt: str) -> str:
+        """The prompt after what the visit may read of its predecessors (the gateway cannot call the context tools)."""
+        context = self.ctx.context
+        section = await context.section(self.ctx.run_id, self.ctx.visit.visit_uuid) if context is not None else None
+        if section is None:
+            return prompt
+        await self.ctx.status(f"the prompt carries the context of earlier visits ({len(section.encode())} bytes)")
+        return f"{section}\n\n{prompt}"
 
     async def retry(self, problem: str, instruction: str) -> str:
         """Re-run Hermes in the same session after its answer failed validation."""

@@ -263,7 +263,7 @@ class RunSession:
         return VisitContext(
             node, visit, run_id=self.run_id, journal=self.journal, workspace=self.tools.workspace,
             settings=self.settings, cancel_event=self.cancel_event, inputs=self.progress, models=models, scope=scope,
-            closing=self.tools.closing,
+            closing=self.tools.closing, context=self.tools.context if _remote(node) else None,
         )
 
     async def _timed(self, ctx: VisitContext) -> OutputEnvelope:

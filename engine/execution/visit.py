@@ -12,7 +12,7 @@ from engine.execution.calls import ModelCalls
 from engine.execution.errors import CancelHalt
 from engine.execution.journal import Journal
 from engine.execution.models import VisitModels
-from engine.execution.ports import Toolbox
+from engine.execution.ports import ContextTools, Toolbox
 from engine.execution.progress import Answer, VisitProgress
 from engine.llm import RetryBudget
 from engine.settings import EngineSettings
@@ -44,7 +44,7 @@ class VisitContext:
     def __init__(self, node: AnyNode, visit: VisitProgress, *, run_id: UUID, journal: Journal,
                  workspace: Workspace, settings: EngineSettings, cancel_event: asyncio.Event, inputs: RunInputs,
                  models: VisitModels, scope: dict[str, Any], toolbox: Toolbox | None = None,
-                 closing: asyncio.Event | None = None) -> None:
+                 closing: asyncio.Event | None = None, context: ContextTools | None = None) -> None:
         self.node = node
         self.visit = visit
         self.run_id = run_id
@@ -57,6 +57,8 @@ class VisitContext:
         self.scope = scope
         self.toolbox = toolbox
         self.closing = closing if closing is not None else asyncio.Event()
+        self.context = context
+        """What gives a remote visit its context section (local visits get a toolbox instead)."""
         self.turn = visit.turns_done
         self.budget = RetryBudget(settings.model_retry_budget)
         self.calls = ModelCalls(journal, settings, self.budget, visit_uuid=visit.visit_uuid, node_id=node.id,

@@ -6,9 +6,11 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import sys
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from domain import events as ev
 from domain.run import RunStatus, fold, request_cancel
 from engine.bootstrap import Services
 from engine.clock import utcnow
+from engine.context.section import CLOSE, OPEN
 from engine.hermes.agent import RemoteAgent
 from engine.hermes.events import FINAL_TEXT
 from engine.hermes.gateways import HermesGateway
@@ -37,6 +40,7 @@ from tests.support.engine_runs import (
     of_type,
     running,
     start,
+    text_turn,
     wait_for_event,
     wait_until,
     workflow,
@@ -591,3 +595,59 @@ async def test_a_node_on_a_gateway_with_the_wrong_key_fails_before_submitting_an
         run, events = await run_to_end(services, remote_flow("hermes-wrong-key"))
     assert run.status is RunStatus.FAILED and hermes_model.streamed == []
     assert of_type(events, ev.VisitFailed)[0].error.startswith("hermes gateway 'test' is unauthorized: ")
+
+
+def context_flow(name: str) -> dict:
+    """userInput -> a scripted llm `draft` (thinking, text) -> a remote agent `work` -> output."""
+    draft = node("draft", "llm", model_id="scripted", prompt="Draft about {{who}}",
+                 script=[text_turn("Ada wrote the first program.", thinking="Recall Ada's notes on the engine.")])
+    work = node("work", "agent", backend="hermes_remote", prompt="Polish the draft.")
+    out = node("out", "output", outputs=[{"name": "answer", "value": "{{work.text}}"}])
+    nodes = [node("input", "userInput", inputs=[{"name": "who"}]), draft, work, out]
+    return workflow(name, nodes, [edge("input", "draft"), edge("draft", "work"), edge("work", "out")])
+
+
+def section_of(prompt: str) -> dict:
+    """The JSON of the context section a prompt carries."""
+    body = prompt.split(OPEN + "\n", 1)[1].split("\n" + CLOSE, 1)[0]
+    return json.loads(body)
+
+
+@pytest.mark.store
+async def test_a_remote_agent_gets_its_predecessors_context_in_its_prompt_and_no_context_token(
+        hermes_services, hermes_model):
+    hermes_model.will_pause_between(["Polished: "], ["Ada wrote it."])
+    await hermes_services.catalogue.publish(context_flow("hermes-context"))
+    run_id = await start(hermes_services, "hermes-context", {"who": "Ada"})
+    while not hermes_model.streamed:
+        await asyncio.sleep(0.05)
+    live_tokens = len(hermes_services.tokens)
+    hermes_model.open_gate()
+    run = await wait_until(hermes_services, run_id, timeout=120)
+    events = await events_of(hermes_services, run_id)
+    assert run.status is RunStatus.SUCCEEDED, [c.content for c in chunks(events, "status")]
+    prompt = hermes_model.streamed[0]["messages"][-1]["content"]
+    assert prompt.endswith("Polish the draft.") and prompt.count(OPEN) == 1
+    section = section_of(prompt)
+    assert [v["output"]["nodeId"] for v in section["visits"]] == ["input", "draft"]
+    draft = section["visits"][1]
+    assert draft["output"]["data"] == {"text": "Ada wrote the first program."}
+    assert draft["meta"]["thinking"] == "Recall Ada's notes on the engine."
+    assert section["paths"]["nodeIds"] == ["input", "draft", "work"]
+    assert live_tokens == 0 and not re.search(r"\b[0-9a-f]{48}\b", prompt) and run_id.hex not in prompt
+    system = system_text(hermes_model.streamed[0])
+    assert OPEN not in system and "Ada wrote the first program." not in system
+    assert any(line.startswith("the prompt carries the context of earlier visits (")
+               for line in [c.content for c in chunks(events, "status", "work")])
+
+
+@ON_SQLITE_ONLY
+async def test_with_context_query_switched_off_a_remote_agents_prompt_carries_no_context(
+        keyed_gateway, hermes_model, store, tmp_path):
+    hermes_model.will_stream_text("Polished.")
+    settings = engine_settings(store, tmp_path / "data", load_demos=False, hermes_gateways=(configured(keyed_gateway),))
+    settings = replace(settings, context=replace(settings.context, enabled=False))
+    async with running(settings) as services:
+        run, _ = await run_to_end(services, context_flow("hermes-no-context"))
+    assert run.status is RunStatus.SUCCEEDED
+    assert hermes_model.streamed[0]["messages"][-1]["content"] == "Polish the draft."
