@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -122,6 +123,7 @@ class IncompatibleGateway(LoopbackServer):
         await _send_json(writer, 200, {"object": "hermes.api_server.capabilities", "features": features})
 
 
+_STATUS_READ = re.compile(rb"GET /v1/runs/run_[0-9a-f]+ HTTP/1.1")
 StopRefusal = Literal["fail", "swallow"]
 """How a proxy keeps a stop request from the gateway: answer 502 (a stop that fails), or answer `stopping` itself
 (a stop the gateway never hears of, so it never confirms it)."""
@@ -132,11 +134,14 @@ class GatewayProxy(LoopbackServer):
     can count submissions; `cut_stream` drops the client's connection right after the first event of a run's stream;
     `refuse_stop` keeps stop requests from the gateway."""
 
-    def __init__(self, upstream_port: int, *, cut_stream: bool = False, refuse_stop: StopRefusal | None = None) -> None:
+    def __init__(self, upstream_port: int, *, cut_stream: bool = False, refuse_stop: StopRefusal | None = None,
+                 failed_status_reads: int = 0) -> None:
         super().__init__()
         self.upstream_port = upstream_port
         self.cut_stream = cut_stream
         self.refuse_stop = refuse_stop
+        self.failed_status_reads = failed_status_reads
+        """How many reads of a run's status (`GET /v1/runs/{id}`) to answer 503 before letting them through."""
         self.requests: list[str] = []
         self.cuts = 0
 
@@ -154,6 +159,10 @@ class GatewayProxy(LoopbackServer):
                 self.requests += [line for line in data.decode("latin-1").split("\r\n") if " HTTP/1.1" in line]
                 if self.refuse_stop is not None and b"/stop HTTP/1.1" in data:
                     await self._refuse(writer)
+                    return
+                if self.failed_status_reads > 0 and _STATUS_READ.match(data):
+                    self.failed_status_reads -= 1
+                    await _send_json(writer, 503, {"error": {"code": "unavailable", "message": "the proxy failed it"}})
                     return
                 if b"/events HTTP/1.1" in data:
                     streaming.set()

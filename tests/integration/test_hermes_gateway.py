@@ -337,6 +337,86 @@ async def test_a_dropped_stream_is_followed_by_reading_the_run_never_by_submitti
     assert any(line.startswith("GET /v1/runs/run_") and "/events" not in line for line in proxy.requests)
 
 
+async def through_proxy(store: str, tmp_path: Path, gateway: Gateway, flow: dict, **proxied) -> tuple:
+    """Run `flow` to its end on the gateway behind a GatewayProxy (`proxied`: its options, and gateway options);
+    the run, its events and the proxy."""
+    gateway_options = {key: proxied.pop(key) for key in list(proxied) if key.endswith("_seconds")}
+    proxy = GatewayProxy(int(gateway.base_url.rsplit(":", 1)[1]), **proxied)
+    await proxy.start()
+    try:
+        async with services_on(store, tmp_path / "data", HermesGateway(
+                id="test", base_url=f"http://127.0.0.1:{proxy.port}", api_key_env=KEY_ENV, **gateway_options)) as services:
+            run, events = await run_to_end(services, flow)
+    finally:
+        await proxy.stop()
+    return run, events, proxy
+
+
+def status_reads(proxy: GatewayProxy) -> int:
+    return sum(1 for line in proxy.requests if line.startswith("GET /v1/runs/run_") and "/events" not in line)
+
+
+@ON_SQLITE_ONLY
+async def test_a_lost_stream_whose_status_cannot_be_read_for_a_while_is_asked_again_until_it_can(
+        keyed_gateway, hermes_model, store, tmp_path):
+    hermes_model.will_stream_text("Hello ", "again.")
+    run, events, proxy = await through_proxy(store, tmp_path, keyed_gateway, remote_flow("hermes-status-later"),
+                                             cut_stream=True, failed_status_reads=3)
+    assert run.status is RunStatus.SUCCEEDED, [c.content for c in chunks(events, "status", "work")]
+    assert status_reads(proxy) >= 4 and proxy.submissions() == ["POST /v1/runs HTTP/1.1"]
+    assert [end.outcome for end in of_type(events, ev.RemoteRunEnded)] == ["completed"]
+
+
+@ON_SQLITE_ONLY
+async def test_a_lost_stream_whose_status_stays_unreadable_ends_the_visit_as_outcome_unknown_after_the_bound(
+        keyed_gateway, hermes_model, store, tmp_path):
+    hermes_model.will_stream_text("Hello ", "again.")
+    run, events, proxy = await through_proxy(store, tmp_path, keyed_gateway, remote_flow("hermes-status-never"),
+                                             cut_stream=True, failed_status_reads=10**6, status_retry_seconds=1.0)
+    assert run.status is RunStatus.FAILED
+    (end,) = of_type(events, ev.RemoteRunEnded)
+    assert (end.outcome, end.reason) == ("unknown", "status_unreadable")
+    error = of_type(events, ev.RunFailed)[0].error
+    assert error.startswith("REMOTE_OUTCOME_UNKNOWN: node 'work' failed: ") and "could not be read for 1 s" in error
+    assert str(proxy.port) not in error and "127.0.0.1" not in error
+    assert status_reads(proxy) >= 2 and proxy.submissions() == ["POST /v1/runs HTTP/1.1"]
+    assert summarize(events).remote_work_may_be_running
+
+
+@ON_SQLITE_ONLY
+async def test_an_unreachable_gateways_address_is_in_no_error_a_client_reads(store, tmp_path, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, "whatever-key-0123456789")
+    port = free_port()
+    async with services_on(store, tmp_path / "data", HermesGateway(
+            id="test", base_url=f"http://127.0.0.1:{port}", api_key_env=KEY_ENV)) as services:
+        run, events = await run_to_end(services, remote_flow("hermes-down"))
+    assert run.status is RunStatus.FAILED
+    shown = [of_type(events, ev.VisitFailed)[0].error, summarize(events).as_dict()["error"]]
+    assert all("is unreachable" in text and str(port) not in text and "127.0.0.1" not in text for text in shown)
+
+
+@ON_SQLITE_ONLY
+async def test_an_internal_address_in_the_gateways_error_is_replaced_before_the_run_records_it(
+        hermes_services, hermes_model):
+    hermes_model.will_fail(401, "the key was revoked at http://10.9.8.7:8000/v1 (proxy 192.168.4.2:3128)",
+                           "invalid_request_error")
+    run, events = await run_to_end(hermes_services, remote_flow("hermes-internal-address"))
+    error = of_type(events, ev.VisitFailed)[0].error
+    assert run.status is RunStatus.FAILED and error.startswith("hermes run_failed: ")
+    assert "10.9.8.7" not in error and "192.168.4.2" not in error
+
+
+async def test_a_node_on_a_disabled_gateway_fails_saying_so_and_asks_the_gateway_nothing(
+        keyed_gateway, hermes_model, tmp_path):
+    async with services_on(f"sqlite:///{tmp_path / 'flowtrail.db'}", tmp_path / "data",
+                           configured(keyed_gateway, enabled=False)) as services:
+        run, events = await run_to_end(services, remote_flow("hermes-disabled"))
+    assert run.status is RunStatus.FAILED and hermes_model.streamed == []
+    assert of_type(events, ev.VisitFailed)[0].error == (
+        "hermes gateway 'test' is disabled (enabled: false in FLOWTRAIL_HERMES_GATEWAYS)")
+    assert of_type(events, ev.RemoteRunRequested) == []
+
+
 @ON_SQLITE_ONLY
 async def test_a_stream_that_ends_without_the_runs_end_on_a_gateway_that_forgot_the_run_fails_as_outcome_unknown(
         store, tmp_path, monkeypatch):
