@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -124,25 +123,36 @@ class RemoteAgent:
                                "the node declares repeatSafe, so the prompt is submitted again")
 
     async def _submitted(self, client: GatewayClient, prompt: str) -> str:
-        """One new gateway run for `prompt`: recorded, submitted once, followed to its end."""
+        """One new gateway run for `prompt`: recorded, submitted once, followed to its end.
+
+        The record, the request and the id's record run as one shielded step: a visit cut short meanwhile lets it
+        end (so the log names the run), then stops the run, unless the process is handing it over.
+        """
         body = await self._body(client, prompt)
         self.sink.check_cancel()
         self.attempts += 1
-        attempt = self.attempts
-        requested_at = await self.facts.requested(self.gateway.id, self.session_id, attempt)
-        submission = asyncio.ensure_future(self._submit(client, body, attempt, requested_at))
+        submission = asyncio.ensure_future(self._submit(client, body, self.attempts))
         try:
             run = await asyncio.shield(submission)
         except asyncio.CancelledError:
-            if not self.sink.handing_over:
-                await asyncio.shield(_stop_when_named(submission))
+            await asyncio.shield(self._cut_short(submission))
             raise
         await self.sink.status(f"{run.name} started on gateway {self.gateway.id!r}")
         return await run.answer(stream=True)
 
-    async def _submit(self, client: GatewayClient, body: dict[str, Any], attempt: int,
-                      requested_at: datetime) -> GatewayRun:
-        """`POST /v1/runs`, then the run's id recorded; a failure is recorded as the run's end and raised."""
+    async def _cut_short(self, submission: asyncio.Future[GatewayRun]) -> None:
+        """The visit's task was cancelled while submitting: wait for the submission, then stop the run it started
+        unless the process is handing its runs over."""
+        try:
+            run = await submission
+        except (HermesFailure, GatewayError):
+            return
+        if not self.sink.handing_over:
+            await run.stop("timeout", None)
+
+    async def _submit(self, client: GatewayClient, body: dict[str, Any], attempt: int) -> GatewayRun:
+        """Record the submission, `POST /v1/runs`, record the run's id; a failure is recorded as the run's end."""
+        requested_at = await self.facts.requested(self.gateway.id, self.session_id, attempt)
         run = GatewayRun(client, self.gateway, self.sink, self.facts, session_id=self.session_id, attempt=attempt,
                          remote_run_id="", requested_at=requested_at)
         try:
@@ -177,13 +187,3 @@ class RemoteAgent:
         if self.gateway.effort:
             body["model_options"] = {"reasoning_effort": self.gateway.effort}
         return body
-
-
-async def _stop_when_named(submission: asyncio.Future[GatewayRun]) -> None:
-    """A visit cut short (its time limit) while submitting: once the gateway named the run, stop it."""
-    try:
-        run = await submission
-    except (HermesFailure, GatewayError):
-        return
-    await run.stop("timeout", None)
-
