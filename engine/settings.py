@@ -172,7 +172,8 @@ class EngineSettings:
     )] = 300.0
     hermes_gateways: Annotated[tuple[HermesGateway, ...], setting(
         "FLOWTRAIL_HERMES_GATEWAYS", "JSON list of remote Hermes Agent gateways `{\"id\", \"base_url\", \"api_key_env\", "
-        "\"profile\", \"model\", \"effort\", \"system_prompt\", \"auto_approve\", \"idle_timeout_seconds\"}` that agent "
+        "\"profile\", \"model\", \"effort\", \"system_prompt\", \"auto_approve\", \"idle_timeout_seconds\", \"enabled\", "
+        "\"stop_confirm_seconds\", \"status_retry_seconds\"}` that agent "
         "and smartAction nodes may run on (docs/hermes.md); the key is read from the variable `api_key_env` names",
         accepts="a JSON list of objects",
     )] = ()
