@@ -26,7 +26,7 @@ from engine.hermes.agent import HermesFailure, RemoteAgent, session_id_for
 from engine.hermes.client import GatewayClient, gateway_key
 from engine.hermes.gateway_run import GatewayRun
 from engine.hermes.gateways import HermesGateway
-from engine.hermes.ports import RemoteEnd, RemoteRunRecord, remote_runs
+from engine.hermes.ports import REMOTE_EVENTS, RemoteEnd, RemoteRunRecord, remote_runs
 from engine.hermes.probe import probe, select_gateway
 
 logger = logging.getLogger("flowtrail.engine")
@@ -35,12 +35,14 @@ REMOTE_NODE_TYPES = frozenset({"agent", "smartAction"})
 
 
 class VisitRemoteFacts:
-    """Appends a visit's gateway-run facts to its run's log (engine.hermes.ports.RemoteFacts)."""
+    """Appends a visit's gateway-run facts to its run's log (engine.hermes.ports.RemoteFacts), and to the visit's
+    progress, so the session that appended them knows them too."""
 
-    def __init__(self, journal: Journal, visit_uuid: str, node_id: str) -> None:
+    def __init__(self, journal: Journal, visit: VisitProgress) -> None:
         self.journal = journal
-        self.visit_uuid = visit_uuid
-        self.node_id = node_id
+        self.visit = visit
+        self.visit_uuid = visit.visit_uuid
+        self.node_id = visit.node_id
 
     async def requested(self, gateway_id: str, session_id: str, attempt: int) -> datetime:
         """Record that a run is about to be submitted; when it was recorded."""
@@ -69,7 +71,9 @@ class VisitRemoteFacts:
         ))
 
     async def _decide(self, decision: Callable[..., RunEvent]) -> list[RunEvent]:
-        return await self.journal.decide(partial(decision, visit_uuid=self.visit_uuid, node_id=self.node_id))
+        events = await self.journal.decide(partial(decision, visit_uuid=self.visit_uuid, node_id=self.node_id))
+        self.visit.remote_events.extend(event for event in events if isinstance(event, REMOTE_EVENTS))
+        return events
 
 
 class RemoteConversation:
@@ -135,7 +139,7 @@ def remote_conversation(ctx: VisitContext, prompt: str, system: str | None) -> R
         raise VisitFailure("a hermes_remote node offers no flowtrail tools (the gateway runs its own): drop data.tools/askUser")
     gateway, key = usable_gateway(ctx.settings.hermes_gateways, data.gateway)
     system_prompt = "\n\n".join(part for part in (gateway.system_prompt, system or "") if part)
-    facts = VisitRemoteFacts(ctx.journal, ctx.visit.visit_uuid, ctx.node.id)
+    facts = VisitRemoteFacts(ctx.journal, ctx.visit)
     agent = RemoteAgent(gateway, key, ctx, facts, session_id=session_id_for(ctx.run_id, ctx.node.id),
                         system_prompt=system_prompt, earlier=remote_runs(ctx.visit.remote_events),
                         repeat_safe=data.repeat_safe)
@@ -154,7 +158,7 @@ async def settle_remote_runs(journal: Journal, progress: Progress, gateways: tup
     for visit in progress.open_visits():
         record = in_flight(visit)
         if record is not None:
-            await _settle(VisitRemoteFacts(journal, visit.visit_uuid, visit.node_id), record, gateways, reason)
+            await _settle(VisitRemoteFacts(journal, visit), record, gateways, reason)
 
 
 class _SettlingSink:

@@ -68,6 +68,10 @@ class Ending(msgspec.Struct, frozen=True):
     error: str = ""
 
 
+_STOPPING: dict[str, asyncio.Future[Ending | None]] = {}
+"""The stops in progress in this process, by gateway run id."""
+
+
 class _Idle(Exception):
     """Nothing came from the gateway (no event, no status change) within the idle timeout."""
 
@@ -184,7 +188,18 @@ class GatewayRun:
 
     async def stop(self, reason: str, watch: asyncio.Future[Ending] | None) -> Ending | None:
         """Ask the gateway to stop the run and wait, at most `stop_confirm_seconds`, for it to confirm; the end is
-        recorded either way (`stop_unconfirmed` when no confirmation came). The end the gateway reported, if any."""
+        recorded either way (`stop_unconfirmed` when no confirmation came). The end the gateway reported, if any.
+
+        One stop per run in this process: a second asks for nothing and waits for the first (a visit task cut short
+        while stopping leaves its stop running, and the run's end then settles the same gateway run).
+        """
+        stopping = _STOPPING.get(self.remote_run_id)
+        if stopping is None:
+            stopping = _STOPPING[self.remote_run_id] = asyncio.ensure_future(self._stop(reason, watch))
+            stopping.add_done_callback(lambda _: _STOPPING.pop(self.remote_run_id, None))
+        return await asyncio.shield(stopping)
+
+    async def _stop(self, reason: str, watch: asyncio.Future[Ending] | None) -> Ending | None:
         await self.facts.stop_requested(self.attempt, self.remote_run_id, reason)
         problem = await self._send_stop()
         confirm = watch if watch is not None and not watch.done() else asyncio.ensure_future(self._polled())

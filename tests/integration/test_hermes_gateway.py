@@ -304,6 +304,29 @@ async def test_a_run_cancelled_while_no_process_followed_its_gateway_run_stops_t
     assert await gateway_status_becomes(keyed_gateway, gateway_run, "cancelled") == "cancelled"
 
 
+@pytest.mark.store
+async def test_a_cancel_while_a_restarted_process_follows_the_gateway_run_stops_it_once_and_records_one_end(
+        keyed_gateway, hermes_model, store, tmp_path):
+    hermes_model.will_hang_after("Thinking it over")
+    settings = engine_settings(store, tmp_path / "data", load_demos=False, hermes_gateways=(configured(keyed_gateway),))
+    async with running(settings) as services:
+        await services.catalogue.publish(remote_flow("hermes-cancel-followed"))
+        run_id = await start(services, "hermes-cancel-followed", {"who": "Ada"})
+        await wait_for_event(services, run_id, lambda e: isinstance(e, ev.RemoteRunAccepted), timeout=60)
+        while not hermes_model.streamed:
+            await asyncio.sleep(0.05)
+    async with running(settings) as services:
+        await wait_for_event(services, run_id, lambda e: isinstance(e, ev.NodeStreamed)
+                             and e.content.startswith("following hermes run "), timeout=60)
+        await executor(services).cancel(run_id)
+        run = await wait_until(services, run_id, timeout=120)
+        events = await events_of(services, run_id)
+    assert run.status is RunStatus.CANCELLED
+    assert [(e.outcome, e.reason) for e in of_type(events, ev.RemoteRunEnded)] == [("cancelled", "cancelled")]
+    assert len(of_type(events, ev.RemoteRunStopRequested)) == 1 and len(gateway_runs(events)) == 1
+    assert positions(events, ev.RemoteRunEnded)[0] < positions(events, ev.RunCancelled)[0]
+
+
 def append_cancel_request(url: str, run_id) -> None:
     """What a cancel through another process leaves while this one is down: RunCancelRequested in the log."""
     store = EventStore(parse_database_url(url))
@@ -325,15 +348,9 @@ async def services_on(store: str, data_dir: Path, gateway: HermesGateway) -> Asy
 @ON_SQLITE_ONLY
 async def test_a_dropped_stream_is_followed_by_reading_the_run_never_by_submitting_it_again(
         keyed_gateway, hermes_model, store, tmp_path):
-    hermes_model.will_stream_text("Hello ", "from ", "the ", "other ", "side.")
-    proxy = GatewayProxy(int(keyed_gateway.base_url.rsplit(":", 1)[1]), cut_stream=True)
-    await proxy.start()
-    try:
-        async with services_on(store, tmp_path / "data", HermesGateway(
-                id="test", base_url=f"http://127.0.0.1:{proxy.port}", api_key_env=KEY_ENV)) as services:
-            run, events = await run_to_end(services, remote_flow("hermes-dropped"))
-    finally:
-        await proxy.stop()
+    hermes_model.will_pause_between(["Hello "], ["from ", "the ", "other ", "side."])
+    run, events, proxy = await through_proxy(store, tmp_path, keyed_gateway, remote_flow("hermes-dropped"),
+                                             cut_stream=True, then=hermes_model.open_gate)
     statuses = [c.content for c in chunks(events, "status", "work")]
     assert run.status is RunStatus.SUCCEEDED, statuses
     assert of_type(events, ev.RunCompleted)[0].output["data"] == {"answer": "Hello from the other side."}
@@ -342,17 +359,26 @@ async def test_a_dropped_stream_is_followed_by_reading_the_run_never_by_submitti
     assert any(line.startswith("GET /v1/runs/run_") and "/events" not in line for line in proxy.requests)
 
 
-async def through_proxy(store: str, tmp_path: Path, gateway: Gateway, flow: dict, **proxied) -> tuple:
-    """Run `flow` to its end on the gateway behind a GatewayProxy (`proxied`: its options, and gateway options);
-    the run, its events and the proxy."""
+async def through_proxy(store: str, tmp_path: Path, gateway: Gateway, flow: dict, *, then=None, **proxied) -> tuple:
+    """Run `flow` to its end on the gateway behind a GatewayProxy (`proxied`: its options, and gateway options),
+    calling `then()` once the proxy cut the event stream; the run, its events and the proxy."""
     gateway_options = {key: proxied.pop(key) for key in list(proxied) if key.endswith("_seconds")}
     proxy = GatewayProxy(int(gateway.base_url.rsplit(":", 1)[1]), **proxied)
     await proxy.start()
+
+    async def after_the_cut() -> None:
+        while not proxy.cuts:
+            await asyncio.sleep(0.05)
+        if then is not None:
+            then()
+
+    watcher = asyncio.ensure_future(after_the_cut())
     try:
         async with services_on(store, tmp_path / "data", HermesGateway(
                 id="test", base_url=f"http://127.0.0.1:{proxy.port}", api_key_env=KEY_ENV, **gateway_options)) as services:
             run, events = await run_to_end(services, flow)
     finally:
+        watcher.cancel()
         await proxy.stop()
     return run, events, proxy
 
@@ -364,18 +390,18 @@ def status_reads(proxy: GatewayProxy) -> int:
 @ON_SQLITE_ONLY
 async def test_a_lost_stream_whose_status_cannot_be_read_for_a_while_is_asked_again_until_it_can(
         keyed_gateway, hermes_model, store, tmp_path):
-    hermes_model.will_stream_text("Hello ", "again.")
+    hermes_model.will_pause_between(["Hello "], ["again."])
     run, events, proxy = await through_proxy(store, tmp_path, keyed_gateway, remote_flow("hermes-status-later"),
-                                             cut_stream=True, failed_status_reads=3)
+                                             cut_stream=True, failed_status_reads=3, then=hermes_model.open_gate)
     assert run.status is RunStatus.SUCCEEDED, [c.content for c in chunks(events, "status", "work")]
-    assert status_reads(proxy) >= 4 and proxy.submissions() == ["POST /v1/runs HTTP/1.1"]
+    assert proxy.cuts == 1 and status_reads(proxy) >= 4 and proxy.submissions() == ["POST /v1/runs HTTP/1.1"]
     assert [end.outcome for end in of_type(events, ev.RemoteRunEnded)] == ["completed"]
 
 
 @ON_SQLITE_ONLY
 async def test_a_lost_stream_whose_status_stays_unreadable_ends_the_visit_as_outcome_unknown_after_the_bound(
         keyed_gateway, hermes_model, store, tmp_path):
-    hermes_model.will_stream_text("Hello ", "again.")
+    hermes_model.will_pause_between(["Hello "], ["again."])
     run, events, proxy = await through_proxy(store, tmp_path, keyed_gateway, remote_flow("hermes-status-never"),
                                              cut_stream=True, failed_status_reads=10**6, status_retry_seconds=1.0)
     assert run.status is RunStatus.FAILED
