@@ -131,7 +131,7 @@ StopRefusal = Literal["fail", "swallow"]
 
 class GatewayProxy(LoopbackServer):
     """A TCP proxy in front of a gateway that logs every request line that goes through (`requests`), so a test
-    can count submissions; `cut_stream` drops the client's connection right after the first event of a run's stream;
+    can count submissions; `cut_stream` drops the client's connection right after the first event of the first run's stream;
     `refuse_stop` keeps stop requests from the gateway."""
 
     def __init__(self, upstream_port: int, *, cut_stream: bool = False, refuse_stop: StopRefusal | None = None,
@@ -173,7 +173,7 @@ class GatewayProxy(LoopbackServer):
             while data := await up_reader.read(65536):
                 writer.write(data)
                 await writer.drain()
-                if self.cut_stream and streaming.is_set() and b"data: " in data:
+                if self.cut_stream and not self.cuts and streaming.is_set() and b"data: " in data:
                     self.cuts += 1
                     writer.transport.abort()
                     return

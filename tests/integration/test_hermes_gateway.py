@@ -19,7 +19,7 @@ import pytest
 import pytest_asyncio
 
 from domain import events as ev
-from domain.run import RunStatus, fold, request_cancel
+from domain.run import RunStatus, end_remote_run, fold, request_cancel
 from engine.bootstrap import Services
 from engine.clock import utcnow
 from engine.context.section import CLOSE, OPEN
@@ -327,6 +327,50 @@ async def test_a_cancel_while_a_restarted_process_follows_the_gateway_run_stops_
     assert positions(events, ev.RemoteRunEnded)[0] < positions(events, ev.RunCancelled)[0]
 
 
+@ON_SQLITE_ONLY
+async def test_a_visit_taken_up_after_its_gateway_run_ended_uses_the_recorded_answer_and_asks_the_gateway_nothing(
+        keyed_gateway, hermes_model, store, tmp_path):
+    hermes_model.will_pause_between(["Hello "], ["from the log."])
+    settings = engine_settings(store, tmp_path / "data", load_demos=False, hermes_gateways=(configured(keyed_gateway),))
+    async with running(settings) as services:
+        await services.catalogue.publish(remote_flow("hermes-ended-before"))
+        run_id = await start(services, "hermes-ended-before", {"who": "Ada"})
+        accepted = await wait_for_event(services, run_id, lambda e: isinstance(e, ev.RemoteRunAccepted), timeout=60)
+        while not hermes_model.streamed:
+            await asyncio.sleep(0.05)
+    hermes_model.open_gate()
+    assert await gateway_status_becomes(keyed_gateway, accepted.remote_run_id, "completed") == "completed"
+    append_end(store, run_id, accepted, output="Hello from the log.")
+    proxy = GatewayProxy(int(keyed_gateway.base_url.rsplit(":", 1)[1]))
+    await proxy.start()
+    try:
+        async with services_on(store, tmp_path / "data", HermesGateway(
+                id="test", base_url=f"http://127.0.0.1:{proxy.port}", api_key_env=KEY_ENV)) as services:
+            run = await wait_until(services, run_id, timeout=120)
+            events = await events_of(services, run_id)
+    finally:
+        await proxy.stop()
+    assert run.status is RunStatus.SUCCEEDED and [line for line in proxy.requests if "/v1/runs" in line] == []
+    assert of_type(events, ev.RunCompleted)[0].output["data"] == {"answer": "Hello from the log."}
+    assert any(line.endswith("had completed before the engine stopped; using its answer")
+               for line in [c.content for c in chunks(events, "status", "work")])
+    assert len(hermes_model.streamed) == 1 and len(of_type(events, ev.RemoteRunEnded)) == 1
+
+
+def append_end(url: str, run_id, accepted: ev.RemoteRunAccepted, output: str) -> None:
+    """What a process leaves when it dies right after recording its gateway run's end: RemoteRunEnded, nothing after."""
+    store = EventStore(parse_database_url(url))
+    try:
+        run = fold(store.read_stream(run_id))
+        assert run is not None
+        store.append_to_stream([end_remote_run(
+            run, utcnow(), visit_uuid=accepted.visit_uuid, node_id=accepted.node_id, gateway_id="test",
+            session_id="s", attempt=accepted.attempt, outcome="completed", remote_run_id=accepted.remote_run_id,
+            output=output)])
+    finally:
+        store.close()
+
+
 def append_cancel_request(url: str, run_id) -> None:
     """What a cancel through another process leaves while this one is down: RunCancelRequested in the log."""
     store = EventStore(parse_database_url(url))
@@ -412,6 +456,21 @@ async def test_a_lost_stream_whose_status_stays_unreadable_ends_the_visit_as_out
     assert str(proxy.port) not in error and "127.0.0.1" not in error
     assert status_reads(proxy) >= 2 and proxy.submissions() == ["POST /v1/runs HTTP/1.1"]
     assert summarize(events).remote_work_may_be_running
+
+
+@ON_SQLITE_ONLY
+async def test_a_repeat_safe_node_whose_gateway_runs_outcome_is_unknown_submits_its_prompt_once_more(
+        keyed_gateway, hermes_model, store, tmp_path):
+    hermes_model.will_pause_between(["Hello "], ["from the first run."])
+    hermes_model.will_stream_text("Hello from the second run.")
+    run, events, proxy = await through_proxy(store, tmp_path, keyed_gateway, remote_flow("hermes-repeat", repeatSafe=True),
+                                             cut_stream=True, failed_status_reads=10**6, status_retry_seconds=1.0)
+    statuses = [c.content for c in chunks(events, "status", "work")]
+    assert run.status is RunStatus.SUCCEEDED, statuses
+    assert of_type(events, ev.RunCompleted)[0].output["data"] == {"answer": "Hello from the second run."}
+    assert [(e.attempt, e.outcome) for e in of_type(events, ev.RemoteRunEnded)] == [(1, "unknown"), (2, "completed")]
+    assert len(proxy.submissions()) == 2
+    assert any("the node declares repeatSafe, so the prompt is submitted again" in line for line in statuses)
 
 
 @ON_SQLITE_ONLY
