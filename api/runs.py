@@ -47,7 +47,7 @@ from domain.catalogue import WorkflowEntry
 from domain.errors import RunAlreadyFinished, RunAlreadyStarted
 from domain.idempotency import check_key
 from domain.run import check_startable
-from engine.access import ApiKey
+from engine.access import ApiKey, KeyRing
 from engine.catalogue import Catalogue, WorkflowNotFound
 from engine.context.views import ContextReader
 from engine.execution import RunExecutor
@@ -101,7 +101,7 @@ def new_run(entry: WorkflowEntry, body: CreateBody, caller: ApiKey) -> NewRun:
     """The run a creation request asks for."""
     return NewRun.of(
         entry, variables=body.request.variables, uploaded_files=tuple(f.path for f in body.files),
-        ttl_hours=body.request.ttl_hours, caller_key_id=caller.key_id(),
+        ttl_hours=body.request.ttl_hours, caller_key_id=caller.id,
     )
 
 
@@ -171,6 +171,7 @@ class RunController(Controller):
         request: Request[Any, Any, Any],
         workflow_name: WorkflowNameInPath,
         caller: Injected[ApiKey],
+        keys: Injected[KeyRing],
         catalogue: Injected[Catalogue],
         runs: Injected[RunService],
         workspace: Injected[Workspace],
@@ -190,7 +191,7 @@ class RunController(Controller):
             body = await read_create_body(request, run_dir, settings.uploads)
             if not body.request.run_async:
                 require_engine(optional_engine)
-                stream = open_stream(caller, limits, request, settings.stream)
+                stream = open_stream(caller, keys, limits, request, settings.stream)
             idempotency = idempotent_request(key, caller, entry, body)
             creation = await runs.create(new_run(entry, body, caller), run_id=run_id, idempotency=idempotency)
         except BaseException:
