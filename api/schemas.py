@@ -177,7 +177,7 @@ class WorkspaceView(Camel):
 
 
 class TokenUsage(Camel):
-    """Tokens over every model call of a run (the sums of its ModelCalled events; 0 before any)."""
+    """Tokens over every model call and gateway run of a run (sums of its ModelCalled and RemoteRunEnded events)."""
 
     prompt_tokens: int
     completion_tokens: int
@@ -185,8 +185,8 @@ class TokenUsage(Camel):
 
 class RunView(Camel):
     """`GET run`: the seed's shape plus `createdAt`, `cancelRequested`, `cancelled`, token `usage`, the failure's
-    `errorCode`, whether (and since when) the run waits for an answer, with the question, and (a fork's)
-    `forkedFrom`."""
+    `errorCode`, whether (and since when) the run waits for an answer, with the question, (a fork's) `forkedFrom`
+    and, only when true, `remoteWorkMayBeRunning`."""
 
     run_id: str
     workflow_id: int
@@ -211,6 +211,9 @@ class RunView(Camel):
     """The question the run waits on (as `GET state` shows it)."""
     forked_from: ForkedFrom | UnsetType = UNSET
     """Where a fork came from; left out for a run that is not a fork."""
+    remote_work_may_be_running: bool | UnsetType = UNSET
+    """Present (true) when a gateway run of this run was not confirmed stopped, or its outcome is unknown: remote
+    work may still be going on (docs/hermes.md); left out otherwise."""
 
 
 class RunState(Camel):

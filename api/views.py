@@ -79,6 +79,7 @@ def run_view(hot: HotRun, index: VisitIndex, file_count: int, total_bytes: int) 
         error_code=summary.error_code, waiting_for_answer=summary.waiting_since is not None,
         waiting_since=iso_utc(summary.waiting_since), current_pause=summary.current_pause,
         forked_from=UNSET if summary.forked_from is None else summary.forked_from,
+        remote_work_may_be_running=True if summary.remote_work_may_be_running else UNSET,
     )
 
 

@@ -90,7 +90,7 @@ class WorkspaceView(Answer):
 
 
 class TokenUsage(Answer):
-    """Tokens over every model call of a run."""
+    """Tokens over every model call and gateway run of a run."""
 
     prompt_tokens: int
     completion_tokens: int
@@ -150,6 +150,8 @@ class RunView(Answer):
     current_pause: PauseView | None = None
     forked_from: ForkedFrom | None = None
     """Set on a fork."""
+    remote_work_may_be_running: bool = False
+    """True when a gateway run of this run was not confirmed stopped, or its outcome is unknown."""
 
 
 class PauseView(Answer):

@@ -11,7 +11,7 @@ from uuid import UUID
 
 import msgspec
 
-from domain.vocabulary import ModelCallPurpose, NodeType, RunMode, StreamKind
+from domain.vocabulary import ModelCallPurpose, NodeType, RemoteRunOutcome, RunMode, StreamKind
 
 JSON = dict[str, Any]
 
@@ -204,6 +204,61 @@ class RunForked(RunEvent, frozen=True, tag="RunForked"):
     """The source position of each copied event, in order (they follow this event at positions 3, 4, ...)."""
     rerun: bool = False
     """True when the fork re-runs a failed or cancelled run from where it failed."""
+class RemoteRunRequested(RunEvent, frozen=True, tag="RemoteRunRequested"):
+    """A visit is submitting one run to a remote agent gateway (recorded before the request is sent).
+
+    Until a RemoteRunAccepted of the same attempt follows, whether the gateway started the run is unknown.
+    """
+
+    visit_uuid: str
+    node_id: str
+    gateway_id: str
+    session_id: str
+    attempt: int
+    """Which gateway run of the visit this is (1, 2, ...)."""
+
+
+class RemoteRunAccepted(RunEvent, frozen=True, tag="RemoteRunAccepted"):
+    """The gateway accepted a visit's run and named it: from now on the run is followed by this id, never submitted again."""
+
+    visit_uuid: str
+    node_id: str
+    attempt: int
+    remote_run_id: str
+
+
+class RemoteRunStopRequested(RunEvent, frozen=True, tag="RemoteRunStopRequested"):
+    """Flowtrail asked the gateway to stop a visit's run (`reason`: cancelled, idle_timeout, ...); it is stopped only
+    once a RemoteRunEnded says `cancelled`."""
+
+    visit_uuid: str
+    node_id: str
+    attempt: int
+    remote_run_id: str
+    reason: str = ""
+
+
+class RemoteRunEnded(RunEvent, frozen=True, tag="RemoteRunEnded"):
+    """One remote gateway run ended for flowtrail: its outcome, tokens and duration (one record per gateway run).
+
+    `output` is the answer of a completed run, so a visit resumed after a crash uses it instead of asking again;
+    `reason` says why flowtrail ended or gave up on the run (a failure code), `error` what the gateway said.
+    """
+
+    visit_uuid: str
+    node_id: str
+    gateway_id: str
+    session_id: str
+    attempt: int
+    outcome: RemoteRunOutcome
+    remote_run_id: str = ""
+    """Empty when the gateway never answered the submission."""
+    duration_ms: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reason: str = ""
+    error: str = ""
+    output: str = ""
 
 
 AnyRunEvent = (
@@ -224,6 +279,10 @@ AnyRunEvent = (
     | RunFailed
     | ModelCalled
     | RunForked
+    | RemoteRunRequested
+    | RemoteRunAccepted
+    | RemoteRunStopRequested
+    | RemoteRunEnded
 )
 
 RUN_EVENT_TYPES: tuple[type[RunEvent], ...] = get_args(AnyRunEvent)

@@ -1,6 +1,7 @@
-"""The model's closed vocabularies: run modes, node types, stream kinds, model call purposes, visit statuses.
+"""The model's closed vocabularies: run modes, node types, stream kinds, model call purposes, remote run
+outcomes, visit statuses.
 
-Values of the first four are stored in events, so a value may be added but never removed
+Values of all but visit statuses are stored in events, so a value may be added but never removed
 or renamed: an old log must keep decoding.
 """
 
@@ -14,12 +15,16 @@ StreamKind = Literal[
     "thinking", "status", "step", "tool_progress", "tool_call", "tool_result", "todo_update", "clarify_request",
 ]
 ModelCallPurpose = Literal["node", "reformat", "planner"]
+RemoteRunOutcome = Literal["completed", "failed", "cancelled", "stop_unconfirmed", "unknown"]
+"""How a remote gateway run ended for flowtrail: its own terminal status (completed, failed, cancelled:
+the gateway confirmed a stop), a stop the gateway did not confirm in time, or an outcome that cannot be read."""
 VisitStatus = Literal["RUNNING", "SUCCESS", "FAILED", "SKIPPED"]
 
 RUN_MODES: tuple[RunMode, ...] = get_args(RunMode)
 NODE_TYPES: tuple[NodeType, ...] = get_args(NodeType)
 STREAM_KINDS: tuple[StreamKind, ...] = get_args(StreamKind)
 MODEL_CALL_PURPOSES: tuple[ModelCallPurpose, ...] = get_args(ModelCallPurpose)
+REMOTE_RUN_OUTCOMES: tuple[RemoteRunOutcome, ...] = get_args(RemoteRunOutcome)
 VISIT_STATUSES: tuple[VisitStatus, ...] = get_args(VisitStatus)
 
 VISIT_RUNNING: VisitStatus = "RUNNING"
@@ -46,3 +51,8 @@ def is_stream_kind(value: str) -> TypeGuard[StreamKind]:
 def is_model_call_purpose(value: str) -> TypeGuard[ModelCallPurpose]:
     """True for what a model is called for: a node, a reformat of its answer, the planner."""
     return value in MODEL_CALL_PURPOSES
+
+
+def is_remote_run_outcome(value: str) -> TypeGuard[RemoteRunOutcome]:
+    """True for the ways a remote gateway run ends for flowtrail."""
+    return value in REMOTE_RUN_OUTCOMES

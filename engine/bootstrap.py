@@ -176,7 +176,12 @@ def build_services(settings: Settings, *, encode_frame: FrameEncoder,
     registry = build_registry(settings.engine)
     catalogue = Catalogue(store, model_ids=registry.model_ids)
     workspace = Workspace(settings.workspaces_dir)
-    visit_tools = VisitContextTools(tokens, settings.context, base_url=f"http://127.0.0.1:{settings.port}")
+    context = ContextReader(
+        runs, hot_runs, tokens, enabled=settings.context.enabled,
+        hot_retention_seconds=settings.stream.hot_retention_seconds,
+    )
+    visit_tools = VisitContextTools(tokens, settings.context, base_url=f"http://127.0.0.1:{settings.port}",
+                                    reader=context)
     tools = session_tools(settings.engine, registry, workspace, visit_tools if context_tools is None else context_tools)
     # The engine in order, with no setter: its run tasks, the dispatch that calls them, then its commands.
     tasks = RunTasks(runs, catalogue, tools, RunLocks())
@@ -196,11 +201,7 @@ def build_services(settings: Settings, *, encode_frame: FrameEncoder,
     return Services(
         settings=settings, store=store, hot_runs=hot_runs, runs=runs, keys=keys, key_file=key_file,
         catalogue=catalogue, workspace=workspace, tail=tail, engine=engine, tokens=tokens,
-        context=ContextReader(
-            runs, hot_runs, tokens, enabled=settings.context.enabled,
-            hot_retention_seconds=settings.stream.hot_retention_seconds,
-        ),
-        context_tools=visit_tools, read_model=ReadModel(store), dispatch=dispatch,
+        context=context, context_tools=visit_tools, read_model=ReadModel(store), dispatch=dispatch,
     )
 
 

@@ -196,7 +196,8 @@ class EngineSettings:
     )] = 300.0
     hermes_gateways: Annotated[tuple[HermesGateway, ...], setting(
         "FLOWTRAIL_HERMES_GATEWAYS", "JSON list of remote Hermes Agent gateways `{\"id\", \"base_url\", \"api_key_env\", "
-        "\"profile\", \"model\", \"effort\", \"system_prompt\", \"auto_approve\", \"idle_timeout_seconds\"}` that agent "
+        "\"profile\", \"model\", \"effort\", \"system_prompt\", \"auto_approve\", \"idle_timeout_seconds\", \"enabled\", "
+        "\"stop_confirm_seconds\", \"status_retry_seconds\"}` that agent "
         "and smartAction nodes may run on (docs/hermes.md); the key is read from the variable `api_key_env` names",
         accepts="a JSON list of objects",
     )] = ()
@@ -222,6 +223,10 @@ class ContextSettings:
     max_tool_calls_per_visit: Annotated[int, setting(
         "FLOWTRAIL_CONTEXT_MAX_TOOL_CALLS", "context tool calls one visit may make", ge=0,
     )] = 50
+    section_max_bytes: Annotated[int, setting(
+        "FLOWTRAIL_CONTEXT_SECTION_MAX_BYTES", "the largest context section (predecessors' paths, outputs and meta) "
+        "a remote Hermes visit's prompt carries, in bytes of JSON (0: none; docs/hermes.md)", ge=0,
+    )] = 65536
 
 
 @dataclass(frozen=True)

@@ -89,7 +89,7 @@ def _forked(row: RunRow, event: ev.RunForked) -> RunRow:
                    forked_from_position=event.source_position)
 
 
-def _model_called(row: RunRow, event: ev.ModelCalled) -> RunRow:
+def _tokens_used(row: RunRow, event: ev.ModelCalled | ev.RemoteRunEnded) -> RunRow:
     return replace(
         row, prompt_tokens=row.prompt_tokens + event.prompt_tokens,
         completion_tokens=row.completion_tokens + event.completion_tokens,
@@ -104,7 +104,8 @@ _FOLDS: dict[type, Callable[[Any, Any], RunRow]] = {
     ev.RunCancelled: _cancelled,
     ev.RunCompleted: _completed,
     ev.RunFailed: _failed,
-    ev.ModelCalled: _model_called,
+    ev.ModelCalled: _tokens_used,
+    ev.RemoteRunEnded: _tokens_used,
     ev.RunForked: _forked,
 }
 

@@ -1,4 +1,4 @@
-"""The run summary: status, timestamps, outputs, error, current pause and token totals of one run."""
+"""The run summary: status, timestamps, outputs, error, current pause and token totals (model and gateway calls) of one run."""
 
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ EXTERNAL_STATUS: dict[RunStatus, RunStatusName] = {
     RunStatus.CANCELLED: "FAILED",
 }
 """The external status of each domain status; a run never started reads CREATED until it finishes (decision 16)."""
+REMOTE_WORK_MAY_GO_ON = frozenset({"stop_unconfirmed", "unknown"})
+"""Outcomes of a gateway run after which its work may still be going on."""
 
 
 def external_status_of(run: Run | None) -> RunStatusName:
@@ -59,6 +61,8 @@ class RunSummary:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.forked_from: ForkedFrom | None = None
+        self.remote_unsettled = 0
+        """Gateway runs whose stop the gateway did not confirm, or whose outcome could not be read."""
 
     def apply(self, event: ev.RunEvent) -> None:
         """Fold one run event into the summary."""
@@ -159,6 +163,17 @@ class RunSummary:
         self.prompt_tokens += event.prompt_tokens
         self.completion_tokens += event.completion_tokens
 
+    def _remote_run_ended(self, event: ev.RemoteRunEnded) -> None:
+        self.prompt_tokens += event.prompt_tokens
+        self.completion_tokens += event.completion_tokens
+        if event.outcome in REMOTE_WORK_MAY_GO_ON:
+            self.remote_unsettled += 1
+
+    @property
+    def remote_work_may_be_running(self) -> bool:
+        """True when a gateway run of this run was not confirmed stopped, or its outcome is unknown."""
+        return self.remote_unsettled > 0
+
     def as_dict(self) -> dict[str, Any]:
         """Every field, camelCase, timestamps rendered."""
         created = self.created
@@ -194,6 +209,7 @@ class RunSummary:
             "answeredClarifyIds": sorted(self.answered_clarify_ids),
             "usage": {"promptTokens": self.prompt_tokens, "completionTokens": self.completion_tokens},
             "forkedFrom": self.forked_from,
+            "remoteWorkMayBeRunning": self.remote_work_may_be_running,
         }
 
 
@@ -207,6 +223,7 @@ _SUMMARY_HANDLERS: dict[type, Callable[[Any, Any], None]] = {
     ev.RunFailed: RunSummary._failed,
     ev.ModelCalled: RunSummary._model_called,
     ev.RunForked: RunSummary._forked,
+    ev.RemoteRunEnded: RunSummary._remote_run_ended,
 }
 
 

@@ -84,6 +84,9 @@ class ModelData(NodeData, frozen=True):
     """agent and smartAction nodes: `hermes_remote` runs the visit on a Hermes gateway (docs/hermes.md)."""
     gateway: str | None = None
     """The gateway id of FLOWTRAIL_HERMES_GATEWAYS (none: the only one configured)."""
+    repeat_safe: bool = msgspec.field(default=False, name="repeatSafe")
+    """hermes_remote nodes: true when submitting the node's prompt to its gateway twice is harmless; only then is a
+    prompt whose gateway run's outcome cannot be read submitted again (default: the visit fails, outcome unknown)."""
 
     @property
     def about(self) -> str:

@@ -21,7 +21,7 @@ from domain.workflow import AnyNode, WorkflowDefinition, node_by_id, start_nodes
 from engine.execution.calls import ModelCalls
 from engine.execution.errors import CancelHalt, RunFailure, describe_llm_error
 from engine.execution.models import scripted_planner
-from engine.execution.outcomes import Completed, Failed, Paused, RunOutcome
+from engine.execution.outcomes import Completed, Failed, Paused, RunOutcome, node_failed
 from engine.execution.progress import Progress, VisitProgress
 from engine.execution.session import RunSession
 from engine.llm import (
@@ -95,7 +95,7 @@ def next_step(defn: WorkflowDefinition, progress: Progress) -> Step:
     if last.is_open:
         return Step("resume", last.node_id, last)
     if last.status == VISIT_FAILED:
-        return Step("fail", last.node_id, last, error=f"node {last.node_id!r} failed: {last.error}",
+        return Step("fail", last.node_id, last, error=node_failed(last.node_id, last.error or ""),
                     code=last.error_code or "RUN_FAILED")
     node = node_by_id(defn, last.node_id)
     if last.status == VISIT_SUCCESS and node is not None and node.type == "output":
@@ -228,6 +228,6 @@ async def run_agentic(session: RunSession) -> RunOutcome:
                                               predecessors=(came.visit_uuid,) if came else ())
             outcome = await session.run_visit(node, visit)
         if isinstance(outcome, Failed):
-            return Failed(f"node {node.id!r} failed: {outcome.error}", outcome.code)
+            return Failed(node_failed(node.id, outcome.error), outcome.code)
         if isinstance(outcome, Paused):
             return outcome

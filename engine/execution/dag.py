@@ -24,6 +24,7 @@ from engine.execution.outcomes import (
     RunOutcome,
     Skip,
     VisitOutcome,
+    node_failed,
 )
 from engine.execution.progress import Progress
 from engine.execution.session import RunSession
@@ -124,7 +125,7 @@ async def run_dag(session: RunSession) -> RunOutcome:
         _cancel(tasks)
         await asyncio.gather(*tasks, return_exceptions=True)
     if failure is not None:
-        return Failed(f"node {failure[0]!r} failed: {failure[1].error}", failure[1].code)
+        return Failed(node_failed(failure[0], failure[1].error), failure[1].code)
     if pause is not None:
         return pause
     return _output(defn, progress)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,3 +59,15 @@ class Cancelled:
 
 VisitOutcome = Done | Failed | Paused
 RunOutcome = Completed | Failed | Paused | Cancelled
+
+
+_LEADING_CODE = re.compile(r"^([A-Z][A-Z0-9_]{2,63}): ")
+
+
+def node_failed(node_id: str, error: str) -> str:
+    """The run's error when a node's visit failed; a machine-readable code the visit's error starts with
+    (`REMOTE_OUTCOME_UNKNOWN: ...`) leads the run's error too, so the run listing's `errorCode` names it."""
+    found = _LEADING_CODE.match(error)
+    if found is None:
+        return f"node {node_id!r} failed: {error}"
+    return f"{found.group(1)}: node {node_id!r} failed: {error[found.end():]}"

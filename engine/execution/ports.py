@@ -47,6 +47,11 @@ class ContextTools(Protocol):
         """End the visit's access: its credentials are revoked and the toolbox closed."""
         ...
 
+    async def section(self, run_id: UUID, visit_uuid: str) -> str | None:
+        """For a model that cannot call the tools (a remote gateway's): what the visit may read of its predecessors,
+        as one bounded section of its prompt (None: none)."""
+        ...
+
 
 class WorkflowVersions(Protocol):
     """The published workflow versions a run may have recorded."""

@@ -14,6 +14,7 @@ from typing import Any
 
 from domain import events as ev
 from domain.vocabulary import VISIT_SKIPPED, VISIT_SUCCESS
+from engine.hermes.ports import REMOTE_EVENTS, RemoteEvent
 from projections.visits import Visit, VisitFold
 
 
@@ -30,7 +31,7 @@ class Answer:
 class VisitProgress(Visit):
     """One visit as the engine resumes it: the visit index's record, plus its questions and checkpoint."""
 
-    __slots__ = ("answers", "asked", "streamed_since_checkpoint", "tools_since_checkpoint")
+    __slots__ = ("answers", "asked", "remote_events", "streamed_since_checkpoint", "tools_since_checkpoint")
 
     def __init__(self, event: ev.VisitStarted | ev.VisitSkipped, iter_seq: int, position: int) -> None:
         super().__init__(event, iter_seq, position)
@@ -38,6 +39,8 @@ class VisitProgress(Visit):
         self.asked: ev.ClarifyRequested | None = None
         self.streamed_since_checkpoint = False
         self.tools_since_checkpoint: list[str] = []
+        self.remote_events: list[RemoteEvent] = []
+        """The facts of the visit's gateway runs (engine.hermes.ports.remote_runs folds them)."""
 
     @property
     def turns_done(self) -> int:
@@ -159,6 +162,13 @@ def _answered(progress: Progress, event: ev.ClarifyAnswered) -> None:
             return
 
 
+def _remote(progress: Progress, event: RemoteEvent) -> None:
+    visit = progress.index.find(event.visit_uuid)
+    if visit is not None:
+        visit.remote_events.append(event)
+        visit.streamed_since_checkpoint = True
+
+
 def _decided(progress: Progress, event: ev.PlannerDecided) -> None:
     progress.decisions += 1
     progress.trail.append(event)
@@ -172,6 +182,7 @@ _HANDLERS: dict[type, Any] = {
     ev.ClarifyRequested: _asked,
     ev.ClarifyAnswered: _answered,
     ev.PlannerDecided: _decided,
+    **{kind: _remote for kind in REMOTE_EVENTS},
 }
 
 

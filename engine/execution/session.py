@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from uuid import UUID, uuid4
@@ -21,7 +21,7 @@ from domain.events import RunEvent, VisitSkipped
 from domain.failures import FailureCode, without_addresses
 from domain.outputs import OutputEnvelope
 from domain.run import Run, RunStatus
-from domain.workflow import MODEL_NODE_TYPES, AnyNode, WorkflowDefinition, node_by_id
+from domain.workflow import MODEL_NODE_TYPES, AnyNode, ModelData, WorkflowDefinition, node_by_id
 from engine.clock import utcnow
 from engine.execution.errors import (
     CancelHalt,
@@ -45,6 +45,7 @@ from engine.execution.outcomes import (
 )
 from engine.execution.ports import ContextTools, Toolbox
 from engine.execution.progress import Progress, VisitProgress
+from engine.execution.remote import settle_remote_runs
 from engine.execution.tools import is_idempotent
 from engine.execution.visit import VisitContext
 from engine.llm import LlmCancelled, LlmError, ModelRegistry
@@ -67,6 +68,8 @@ class SessionTools:
     workspace: Workspace
     modes: Mapping[str, ModeRunner]
     context: ContextTools | None = None
+    closing: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when the process shuts down: visits then leave their gateway runs running for the next process."""
 
 
 class RunSession:
@@ -148,6 +151,9 @@ class RunSession:
         await self.journal.flush()
         if isinstance(outcome, (Completed, Paused)) and self.cancel_requested:
             outcome = Cancelled()
+        if not isinstance(outcome, Paused):
+            reason = "cancelled" if self.cancel_requested else "run_ended"
+            await settle_remote_runs(self.journal, self.progress, self.settings.hermes_gateways, reason)
         try:
             await self._append_outcome(outcome)
         except IllegalTransition:
@@ -215,7 +221,7 @@ class RunSession:
     async def run_visit(self, node: AnyNode, visit: VisitProgress, *, resumed: bool = False) -> VisitOutcome:
         """Execute an open visit to its end: completed, failed, or paused on a question."""
         ctx = self._context(node, visit)
-        context = self.tools.context if node.type in MODEL_NODE_TYPES else None
+        context = self.tools.context if node.type in MODEL_NODE_TYPES and not _remote(node) else None
         try:
             if context is not None:
                 ctx.toolbox = self._toolbox(context, visit)
@@ -261,6 +267,7 @@ class RunSession:
         return VisitContext(
             node, visit, run_id=self.run_id, journal=self.journal, workspace=self.tools.workspace,
             settings=self.settings, cancel_event=self.cancel_event, inputs=self.progress, models=models, scope=scope,
+            closing=self.tools.closing, context=self.tools.context if _remote(node) else None,
         )
 
     async def _timed(self, ctx: VisitContext) -> OutputEnvelope:
@@ -289,6 +296,9 @@ class RunSession:
             shown = answer if len(answer) <= 200 else answer[:197] + "..."
             await ctx.status(f"answer received ({shown}); continuing")
             return
+        if visit.interrupted and _remote(ctx.node) and visit.remote_events:
+            await ctx.status("this visit was interrupted before it ended; taking up its gateway run where the log left it")
+            return
         if visit.interrupted:
             unsafe = self._unsafe_to_rerun(ctx.node, visit)
             if unsafe:
@@ -316,8 +326,8 @@ class RunSession:
 
 
 def _remote(node: AnyNode) -> bool:
-    """True for a visit that runs on a Hermes gateway."""
-    return bool(getattr(node.data, "remote", False))
+    """True when the node's visits run on a Hermes gateway."""
+    return isinstance(node.data, ModelData) and node.data.remote
 
 
 def _skip(run: Run, at: datetime, *, visit_uuid: str, node: AnyNode, iter_seq: int, reason: str) -> VisitSkipped:

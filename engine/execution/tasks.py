@@ -138,6 +138,7 @@ class RunTasks:
     def stop_taking_runs(self) -> None:
         """The process is shutting down: a dispatched run cancelled from now on stops its task here."""
         self.closing = True
+        self.tools.closing.set()
 
     def foreign_events(self, events: Sequence[ev.RunEvent]) -> None:
         """Events another process appended: a cancel of a run executing here reaches its task."""
@@ -157,6 +158,7 @@ class RunTasks:
     async def close(self) -> None:
         """Stop every run task and close the model clients; runs stay as the log has them."""
         self.closing = True
+        self.tools.closing.set()
         expiring = self.deadlines.stop()
         tasks = list(self._tasks.values()) + list(self._deliveries)
         for task in tasks:

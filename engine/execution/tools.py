@@ -126,7 +126,14 @@ def unknown_tools(names: list[str]) -> list[str]:
     return [name for name in names if name not in BUILTIN_TOOLS]
 
 
+READ_ONLY_TOOLS = frozenset({"get_predecessor_paths", "get_node_output", "get_node_meta"})
+"""The context tools (seed internal-context-query-spec §1): they only read the run's log."""
+
+
 def is_idempotent(name: str) -> bool:
-    """True when calling the tool again repeats no side effect (unknown names count as read-only context tools)."""
+    """True when calling the tool again repeats no side effect: a built-in that says so, or a context tool.
+
+    Any other name (a remote gateway's `terminal`, file writes, ...) is taken to have side effects.
+    """
     tool = BUILTIN_TOOLS.get(name)
-    return tool is None or tool.idempotent
+    return tool.idempotent if tool is not None else name in READ_ONLY_TOOLS

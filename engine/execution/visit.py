@@ -12,7 +12,7 @@ from engine.execution.calls import ModelCalls
 from engine.execution.errors import CancelHalt
 from engine.execution.journal import Journal
 from engine.execution.models import VisitModels
-from engine.execution.ports import Toolbox
+from engine.execution.ports import ContextTools, Toolbox
 from engine.execution.progress import Answer, VisitProgress
 from engine.llm import RetryBudget
 from engine.settings import EngineSettings
@@ -43,7 +43,8 @@ class VisitContext:
 
     def __init__(self, node: AnyNode, visit: VisitProgress, *, run_id: UUID, journal: Journal,
                  workspace: Workspace, settings: EngineSettings, cancel_event: asyncio.Event, inputs: RunInputs,
-                 models: VisitModels, scope: dict[str, Any], toolbox: Toolbox | None = None) -> None:
+                 models: VisitModels, scope: dict[str, Any], toolbox: Toolbox | None = None,
+                 closing: asyncio.Event | None = None, context: ContextTools | None = None) -> None:
         self.node = node
         self.visit = visit
         self.run_id = run_id
@@ -55,6 +56,9 @@ class VisitContext:
         self.models = models
         self.scope = scope
         self.toolbox = toolbox
+        self.closing = closing if closing is not None else asyncio.Event()
+        self.context = context
+        """What gives a remote visit its context section (local visits get a toolbox instead)."""
         self.turn = visit.turns_done
         self.budget = RetryBudget(settings.model_retry_budget)
         self.calls = ModelCalls(journal, settings, self.budget, visit_uuid=visit.visit_uuid, node_id=node.id,
@@ -71,6 +75,11 @@ class VisitContext:
     def answers(self) -> list[Answer]:
         """Questions this visit asked earlier and their answers."""
         return self.visit.answers
+
+    @property
+    def handing_over(self) -> bool:
+        """True once the process shuts down: work that outlives the visit's task (a gateway run) is left for the next."""
+        return self.closing.is_set()
 
     def check_cancel(self) -> None:
         """A safe point: stop here when a cancel was requested (the cancel event is set then too)."""

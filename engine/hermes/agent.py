@@ -1,28 +1,27 @@
-"""One node's conversation with a Hermes gateway: a run per answer, in the node's own session.
+"""One node's conversation with a Hermes gateway: a gateway run per answer, in the node's own session.
 
-Each answer fetches the session's history, submits one run (never re-submitted), copies every
-event into the visit's log as it arrives, answers approval requests as configured, and ends on
-the run's terminal event. Idle streams and cancels stop the gateway run within a bounded window;
-a dropped connection is followed up by reading the run's status, never by a second submission.
+Each answer fetches the session's history and submits one run. The submission is recorded before
+it is sent and the run's id as soon as the gateway gives it, before any of its events is copied,
+so a run is never submitted twice for one attempt: a visit taken up again after a crash, a
+takeover or a restart follows the run the log names (`GatewayRun`) instead. A run whose outcome
+cannot be read is `remote_outcome_unknown`, and submitted again only when the node says that
+repeating it is safe.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
-import logging
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Any
 from uuid import UUID
 
 import httpx
-import msgspec
 
-from engine.hermes.client import GatewayClient, GatewayError, StreamDropped, StreamIdle
-from engine.hermes.events import TERMINAL_EVENTS, chunk_for
+from engine.hermes.client import GatewayClient, GatewayError
+from engine.hermes.gateway_run import GatewayRun, HermesFailure, RemoteOutcomeUnknown
 from engine.hermes.gateways import HermesGateway
-
-logger = logging.getLogger("flowtrail.hermes")
+from engine.hermes.ports import RemoteFacts, RemoteRunRecord, VisitSink
 
 ORIGIN_INSTRUCTION = (
     "This request comes from flowtrail, a workflow engine, on behalf of one of its agent nodes. "
@@ -30,39 +29,9 @@ ORIGIN_INSTRUCTION = (
 )
 """The fixed recursion guard every run carries."""
 HISTORY_ROWS = 40
-STOP_WINDOW_SECONDS = 5.0
-"""How long a cancel or an idle timeout waits for the gateway to take the stop request."""
-STATUS_POLL_SECONDS = 0.5
 
-
-def _json(value: Any) -> str:
-    return msgspec.json.encode(value).decode()
-
-
-class HermesFailure(Exception):
-    """A Hermes run that gave no answer; `code` says why (`run_failed`, `idle_timeout`, `incomplete_stream`...)."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"hermes {code}: {message}")
-        self.code = code
-
-
-class VisitSink(Protocol):
-    """Where a Hermes answer writes its progress: the visit's stream, status lines and cancel signal."""
-
-    cancel_event: asyncio.Event
-
-    async def stream(self, kind: str, content: str, tool_name: str | None = None) -> None:
-        """Append one chunk to the visit's stream."""
-        ...
-
-    async def status(self, text: str) -> None:
-        """Append a status line."""
-        ...
-
-    def check_cancel(self) -> None:
-        """Raise the engine's halt when the run's cancel was requested."""
-        ...
+__all__ = ["HermesFailure", "RemoteAgent", "RemoteOutcomeUnknown", "history_rows", "session_id_for"]
+"""HermesFailure and RemoteOutcomeUnknown are what `answer` raises; they live with the run that raises them."""
 
 
 def session_id_for(run_id: UUID, node_id: str) -> str:
@@ -81,35 +50,121 @@ def history_rows(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
 
 
 class RemoteAgent:
-    """Answers prompts through one gateway, in one session."""
+    """Answers prompts through one gateway, in one session; `earlier` are the visit's gateway runs the log has."""
 
-    def __init__(self, gateway: HermesGateway, key: str, sink: VisitSink, *, session_id: str,
-                 system_prompt: str = "", transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(self, gateway: HermesGateway, key: str, sink: VisitSink, facts: RemoteFacts, *, session_id: str,
+                 system_prompt: str = "", earlier: Sequence[RemoteRunRecord] = (), repeat_safe: bool = False,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.gateway = gateway
         self.key = key
         self.sink = sink
+        self.facts = facts
         self.session_id = session_id
         self.system_prompt = system_prompt
+        self.repeat_safe = repeat_safe
         self.transport = transport
+        self.attempts = max((run.attempt for run in earlier), default=0)
+        self._taken_up = earlier[-1] if earlier else None
+        """The visit's last gateway run when the visit was taken up again: the first answer is that run's."""
+
+    @property
+    def resuming(self) -> bool:
+        """True until the first answer, when the visit has a gateway run from before the engine stopped."""
+        return self._taken_up is not None
 
     async def answer(self, prompt: str) -> str:
-        """One gateway run for `prompt`; its final text."""
+        """The answer to `prompt`: of the run the log names when the visit was taken up again, else of a new run.
+
+        A run whose outcome cannot be read is submitted again (once) only when the node declares repeatSafe.
+        """
         client = GatewayClient(self.gateway, self.key, transport=self.transport)
         try:
-            body = await self._body(client, prompt)
-            self.sink.check_cancel()
+            earlier, self._taken_up = self._taken_up, None
             try:
-                run_id = await client.start_run(body, self.session_id)
-            except GatewayError as error:
-                raise HermesFailure(error.code, error.message) from None
-            await self.sink.status(f"hermes run {run_id} started on gateway {self.gateway.id!r}")
-            try:
-                return await self._outcome(client, run_id)
-            except asyncio.CancelledError:
-                await asyncio.shield(self._stop(client, run_id))
-                raise
+                if earlier is not None:
+                    return await self._earlier(client, earlier)
+                return await self._submitted(client, prompt)
+            except RemoteOutcomeUnknown as unknown:
+                await self._repeat_or_raise(unknown)
+            return await self._submitted(client, prompt)
         finally:
             await asyncio.shield(client.aclose())
+
+    async def _earlier(self, client: GatewayClient, earlier: RemoteRunRecord) -> str:
+        """The answer of the gateway run the engine was following when it stopped; it is not submitted again."""
+        ended = earlier.ended
+        if ended is not None:
+            if ended.outcome == "completed":
+                await self.sink.status(f"hermes run {ended.remote_run_id} had completed before the engine stopped; "
+                                       "using its answer")
+                return ended.output
+            if ended.outcome == "unknown":
+                raise RemoteOutcomeUnknown(ended.error or "the run's outcome could not be read")
+            raise HermesFailure(ended.reason or f"run_{ended.outcome}", ended.error or f"the gateway run ended {ended.outcome}")
+        run = GatewayRun(client, self.gateway, self.sink, self.facts, session_id=earlier.session_id,
+                         attempt=earlier.attempt, remote_run_id=earlier.remote_run_id, requested_at=earlier.requested_at)
+        if not earlier.remote_run_id:
+            why = "the engine stopped after submitting it and before the gateway answered with its id"
+            await run.end("unknown", reason="submission_unanswered", error=why)
+            raise RemoteOutcomeUnknown(f"the gateway run of attempt {earlier.attempt} on gateway {self.gateway.id!r}: {why}")
+        await self.sink.status(f"following {run.name} to its end (the engine stopped while following it; "
+                               "it is not submitted again)")
+        if earlier.stop_reason is not None:
+            await run.stop(earlier.stop_reason, None)
+            self.sink.check_cancel()
+            raise HermesFailure(earlier.stop_reason, f"{run.name} was stopped")
+        return await run.answer(stream=False)
+
+    async def _repeat_or_raise(self, unknown: RemoteOutcomeUnknown) -> None:
+        """Go on to submit the prompt again when the node says that is safe; else the visit fails as unknown."""
+        if not self.repeat_safe:
+            raise RemoteOutcomeUnknown(f"{unknown.detail}; it is not submitted again (the node does not declare repeatSafe)")
+        await self.sink.status(f"the outcome of a gateway run is unknown ({unknown.detail}); "
+                               "the node declares repeatSafe, so the prompt is submitted again")
+
+    async def _submitted(self, client: GatewayClient, prompt: str) -> str:
+        """One new gateway run for `prompt`: recorded, submitted once, followed to its end.
+
+        The record, the request and the id's record run as one shielded step: a visit cut short meanwhile lets it
+        end (so the log names the run), then stops the run, unless the process is handing it over.
+        """
+        body = await self._body(client, prompt)
+        self.sink.check_cancel()
+        self.attempts += 1
+        submission = asyncio.ensure_future(self._submit(client, body, self.attempts))
+        try:
+            run = await asyncio.shield(submission)
+        except asyncio.CancelledError:
+            await asyncio.shield(self._cut_short(submission))
+            raise
+        await self.sink.status(f"{run.name} started on gateway {self.gateway.id!r}")
+        return await run.answer(stream=True)
+
+    async def _cut_short(self, submission: asyncio.Future[GatewayRun]) -> None:
+        """The visit's task was cancelled while submitting: wait for the submission, then stop the run it started
+        unless the process is handing its runs over."""
+        try:
+            run = await submission
+        except (HermesFailure, GatewayError):
+            return
+        if not self.sink.handing_over:
+            await run.stop("timeout", None)
+
+    async def _submit(self, client: GatewayClient, body: dict[str, Any], attempt: int) -> GatewayRun:
+        """Record the submission, `POST /v1/runs`, record the run's id; a failure is recorded as the run's end."""
+        requested_at = await self.facts.requested(self.gateway.id, self.session_id, attempt)
+        run = GatewayRun(client, self.gateway, self.sink, self.facts, session_id=self.session_id, attempt=attempt,
+                         remote_run_id="", requested_at=requested_at)
+        try:
+            run.remote_run_id = await client.start_run(body, self.session_id)
+        except GatewayError as error:
+            if error.code == "lost":
+                await run.end("unknown", reason="submission_lost", error=error.message)
+                raise RemoteOutcomeUnknown(f"the submission to gateway {self.gateway.id!r} got no answer: {error.message}") from None
+            await run.end("failed", reason=error.code, error=error.message)
+            raise HermesFailure(error.code, error.message) from None
+        await self.facts.accepted(attempt, run.remote_run_id)
+        return run
 
     async def _body(self, client: GatewayClient, prompt: str) -> dict[str, Any]:
         try:
@@ -132,108 +187,3 @@ class RemoteAgent:
         if self.gateway.effort:
             body["model_options"] = {"reasoning_effort": self.gateway.effort}
         return body
-
-    async def _outcome(self, client: GatewayClient, run_id: str) -> str:
-        """The run's answer, unless the run's cancel comes first (then the gateway run is stopped)."""
-        follow = asyncio.ensure_future(self._follow(client, run_id))
-        cancelled = asyncio.ensure_future(self.sink.cancel_event.wait())
-        try:
-            done, _ = await asyncio.wait({follow, cancelled}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            cancelled.cancel()
-            if not follow.done():
-                follow.cancel()
-                await asyncio.gather(follow, return_exceptions=True)
-        if follow in done:
-            return follow.result()
-        await self._stop(client, run_id)
-        await self.sink.status(f"hermes run {run_id} was stopped (the flowtrail run was cancelled)")
-        self.sink.check_cancel()
-        raise HermesFailure("cancelled", "the flowtrail run was cancelled; the gateway run was stopped")
-
-    async def _follow(self, client: GatewayClient, run_id: str) -> str:
-        text: list[str] = []
-        idle = self.gateway.idle_timeout_seconds
-        try:
-            async with contextlib.aclosing(client.events(run_id, idle)) as events:
-                async for event in events:
-                    answer = await self._take(client, run_id, event, text)
-                    if answer is not None:
-                        return answer
-        except StreamIdle:
-            await self._stop(client, run_id)
-            raise HermesFailure("idle_timeout", f"no event from the gateway for {idle:g} s; the gateway run was stopped") from None
-        except StreamDropped as error:
-            await self.sink.status(f"the gateway's event stream dropped ({error}); reading the run's outcome")
-            return await self._poll(client, run_id, text)
-        except GatewayError as error:
-            raise HermesFailure(error.code, error.message) from None
-        raise HermesFailure("incomplete_stream", "the gateway's event stream ended without a terminal event")
-
-    async def _take(self, client: GatewayClient, run_id: str, event: dict[str, Any], text: list[str]) -> str | None:
-        """Copy one event into the log and act on it; the answer when the event ends the run."""
-        chunk = chunk_for(event)
-        if chunk is not None:
-            await self.sink.stream(chunk.kind, chunk.content, chunk.tool_name)
-        kind = event.get("event")
-        if kind == "message.delta":
-            text.append(str(event.get("delta", "")))
-        elif kind == "approval.request":
-            await self._approve(client, run_id)
-        elif kind in TERMINAL_EVENTS:
-            return await self._ended(str(kind), event, text)
-        return None
-
-    async def _ended(self, kind: str, event: dict[str, Any], text: list[str]) -> str:
-        if kind == "run.completed":
-            output = event.get("output")
-            usage = event.get("usage")
-            await self.sink.status("hermes run completed" + (f" (usage {_json(usage)})" if usage else ""))
-            return output if isinstance(output, str) and output else "".join(text)
-        if kind == "run.failed":
-            raise HermesFailure("run_failed", str(event.get("error") or "the gateway run failed"))
-        raise HermesFailure("run_cancelled", "the gateway run was cancelled")
-
-    async def _approve(self, client: GatewayClient, run_id: str) -> None:
-        choice = "once" if self.gateway.auto_approve else "deny"
-        try:
-            await client.answer_approval(run_id, choice)
-        except GatewayError as error:
-            if error.error_code == "approval_not_pending":
-                return
-            await self._stop(client, run_id)
-            raise HermesFailure("approval_failed", f"answering the approval request failed: {error.message}") from None
-        await self.sink.status(f"hermes approval request answered {choice!r} (auto_approve={self.gateway.auto_approve})")
-
-    async def _poll(self, client: GatewayClient, run_id: str, text: list[str]) -> str:
-        """The outcome of a run whose stream is lost, from `GET /v1/runs/{id}` (bounded by the idle timeout)."""
-        loop = asyncio.get_running_loop()
-        last_change, last_seen = loop.time(), None
-        while True:
-            try:
-                status = await client.run_status(run_id)
-            except GatewayError as error:
-                raise HermesFailure("run_lost", f"the run's status cannot be read: {error.message}") from None
-            state = status.get("status")
-            if state == "completed":
-                return await self._ended("run.completed", status, text)
-            if state == "failed":
-                return await self._ended("run.failed", status, text)
-            if state == "cancelled":
-                return await self._ended("run.cancelled", status, text)
-            if state == "waiting_for_approval":
-                await self._approve(client, run_id)
-            if status.get("updated_at") != last_seen:
-                last_change, last_seen = loop.time(), status.get("updated_at")
-            elif loop.time() - last_change > self.gateway.idle_timeout_seconds:
-                await self._stop(client, run_id)
-                raise HermesFailure("idle_timeout", "the run's status did not change within the idle timeout")
-            await asyncio.sleep(STATUS_POLL_SECONDS)
-
-    async def _stop(self, client: GatewayClient, run_id: str) -> None:
-        """Ask the gateway to stop the run, waiting at most STOP_WINDOW_SECONDS; a failure is logged, not raised."""
-        try:
-            async with asyncio.timeout(STOP_WINDOW_SECONDS):
-                await client.stop(run_id)
-        except (TimeoutError, GatewayError) as error:
-            logger.warning("could not stop hermes run %s on gateway %s: %s", run_id, self.gateway.id, error)

@@ -1,10 +1,12 @@
 """The HTTP client of one Hermes Agent gateway: bearer auth, explicit timeouts, redirects never followed.
 
-Errors never carry the key: they name the gateway, the path and what went wrong.
+Errors never carry the key or the gateway's address (they reach run errors that clients read): they name
+the gateway by its id, the path and what went wrong. The address is logged for the operator.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import AsyncGenerator
 from typing import Any
@@ -15,6 +17,8 @@ from httpx_sse import EventSource
 
 from engine.hermes.gateways import HermesGateway
 
+logger = logging.getLogger("flowtrail.hermes")
+
 CONNECT_SECONDS = 10.0
 READ_SECONDS = 30.0
 WRITE_SECONDS = 30.0
@@ -22,7 +26,8 @@ POOL_SECONDS = 10.0
 
 
 class GatewayError(Exception):
-    """A gateway request that failed; `code` is `unreachable`, `unauthorized`, `not_found` or `http_error`."""
+    """A gateway request that failed; `code` is `unreachable` (nothing was sent), `lost` (sent, no answer),
+    `unauthorized`, `not_found` or `http_error`."""
 
     def __init__(self, code: str, message: str, status: int | None = None, error_code: str | None = None) -> None:
         super().__init__(message)
@@ -69,7 +74,7 @@ class GatewayClient:
         return await self._json("GET", "/v1/capabilities")
 
     async def start_run(self, body: dict[str, Any], session_id: str) -> str:
-        """`POST /v1/runs` (202); the gateway's run id. Never retried: a lost answer may be a started run."""
+        """`POST /v1/runs` (202); the gateway's run id. Never retried: a lost answer (`lost`) may be a started run."""
         headers = {"X-Hermes-Session-Id": session_id, "X-Hermes-Session": session_id}
         answer = await self._json("POST", "/v1/runs", json=body, headers=headers)
         run_id = answer.get("run_id")
@@ -152,8 +157,15 @@ class GatewayClient:
         return answer
 
 
+NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
+"""Transport errors raised before a request left: the gateway cannot have acted on it."""
+
+
 def _unreachable(gateway: HermesGateway, error: httpx.TransportError) -> GatewayError:
-    return GatewayError("unreachable", f"gateway {gateway.id!r} at {gateway.base_url} is unreachable ({type(error).__name__})")
+    logger.warning("gateway %s at %s: %s", gateway.id, gateway.base_url, type(error).__name__)
+    if isinstance(error, NOT_SENT):
+        return GatewayError("unreachable", f"gateway {gateway.id!r} is unreachable ({type(error).__name__})")
+    return GatewayError("lost", f"gateway {gateway.id!r} gave no answer ({type(error).__name__}); the request may have been acted on")
 
 
 def _status_error(gateway: HermesGateway, method: str, path: str, response: httpx.Response) -> GatewayError:

@@ -25,6 +25,12 @@ class HermesGateway(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     system_prompt: str = ""
     auto_approve: bool = False
     idle_timeout_seconds: float = 600.0
+    enabled: bool = True
+    """False keeps the gateway configured but refuses its use: a node on it fails saying so, its probe is `disabled`."""
+    stop_confirm_seconds: float = 30.0
+    """How long a stop waits for the gateway to confirm it (the run ends cancelled) before it is recorded unconfirmed."""
+    status_retry_seconds: float = 60.0
+    """How long a run's status that cannot be read is asked again before its outcome is recorded as unknown."""
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -38,8 +44,9 @@ class HermesGateway(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             raise ValueError(f"gateway {self.id!r}: base_url may only have the path /p/<profile>")
         if not self.api_key_env:
             raise ValueError(f"gateway {self.id!r}: api_key_env must name an environment variable")
-        if self.idle_timeout_seconds <= 0:
-            raise ValueError(f"gateway {self.id!r}: idle_timeout_seconds must be positive")
+        for name in ("idle_timeout_seconds", "stop_confirm_seconds", "status_retry_seconds"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"gateway {self.id!r}: {name} must be positive")
 
 
 def parse_hermes_gateways(raw: str | None) -> tuple[HermesGateway, ...]:

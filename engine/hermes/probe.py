@@ -14,7 +14,7 @@ from engine.hermes.gateways import HermesGateway
 CAPABILITIES_OBJECT = "hermes.api_server.capabilities"
 REQUIRED_FEATURES = ("run_submission", "run_events_sse", "run_stop", "run_approval_response", "session_resources")
 
-ProbeStatus = Literal["ok", "not_configured", "key_missing", "unreachable", "unauthorized", "incompatible"]
+ProbeStatus = Literal["ok", "not_configured", "disabled", "key_missing", "unreachable", "unauthorized", "incompatible"]
 
 
 class ProbeResult(msgspec.Struct, frozen=True):
@@ -40,7 +40,9 @@ def missing_capabilities(answer: dict[str, Any]) -> list[str]:
 
 
 async def probe(gateway: HermesGateway, *, transport: httpx.AsyncBaseTransport | None = None) -> ProbeResult:
-    """One gateway's availability, from its capabilities."""
+    """One gateway's availability, from its capabilities (a disabled gateway is not asked)."""
+    if not gateway.enabled:
+        return ProbeResult(gateway.id, "disabled", "enabled: false in FLOWTRAIL_HERMES_GATEWAYS")
     key = gateway_key(gateway)
     if key is None:
         return ProbeResult(gateway.id, "key_missing", f"the environment variable {gateway.api_key_env} is not set")

@@ -1,4 +1,5 @@
-"""One log line per run lifecycle event, and the run counters: fed with every batch a run's writer appended."""
+"""One log line per run lifecycle event, the run counters and the gateway-run counters: fed with every batch a run's
+writer appended."""
 
 from __future__ import annotations
 
@@ -9,7 +10,14 @@ from datetime import datetime
 from domain import events as ev
 from domain.failures import failure_code
 from domain.run_state import Run
-from engine.observability.metrics import RUNS_CREATED, RUNS_FAILED, RUNS_FINISHED
+from engine.observability.metrics import (
+    GATEWAY_FAILURES,
+    GATEWAY_RUNS,
+    GATEWAY_TOKENS,
+    RUNS_CREATED,
+    RUNS_FAILED,
+    RUNS_FINISHED,
+)
 
 logger = logging.getLogger("flowtrail.runs")
 
@@ -37,8 +45,11 @@ def run_created(event: ev.RunCreated) -> None:
 
 
 def runs_appended(run: Run, events: Sequence[ev.RunEvent], created_at: datetime | None) -> None:
-    """Log each lifecycle event of one appended batch of `run` (its state after the batch); count the run's end."""
+    """Log each lifecycle event of one appended batch of `run` (its state after the batch); count the run's end
+    and each gateway run's end."""
     for event in events:
+        if type(event) is ev.RemoteRunEnded:
+            gateway_run_ended(event)
         step = LIFECYCLE.get(type(event))
         if step is None:
             continue
@@ -49,6 +60,15 @@ def runs_appended(run: Run, events: Sequence[ev.RunEvent], created_at: datetime 
         if code is not None:
             RUNS_FAILED.labels(run.workflow_name, code).inc()
         _log(event, step, run.workflow_name, run.workflow_version, created_at)
+
+
+def gateway_run_ended(event: ev.RemoteRunEnded) -> None:
+    """Count one gateway run's end: its outcome, its tokens, and why it gave no answer when it gave none."""
+    GATEWAY_RUNS.labels(event.gateway_id, event.outcome).inc()
+    GATEWAY_TOKENS.labels(event.gateway_id, "prompt").inc(event.prompt_tokens)
+    GATEWAY_TOKENS.labels(event.gateway_id, "completion").inc(event.completion_tokens)
+    if event.outcome != "completed":
+        GATEWAY_FAILURES.labels(event.gateway_id, event.reason or event.outcome).inc()
 
 
 def _log(event: ev.RunEvent, step: str, workflow: str, version: int, created_at: datetime | None) -> None:

@@ -45,3 +45,17 @@ MODEL_TOKENS = Counter(
     "flowtrail_model_tokens_total", "Tokens the models reported, by model id and kind (prompt, completion)",
     ["model", "kind"],
 )
+GATEWAY_RUNS = Counter(
+    "flowtrail_gateway_runs_total",
+    "Runs of remote Hermes gateways that ended, by gateway id and outcome (completed, failed, cancelled, "
+    "stop_unconfirmed, unknown)",
+    ["gateway", "outcome"],
+)
+GATEWAY_TOKENS = Counter(
+    "flowtrail_gateway_tokens_total", "Tokens the Hermes gateways reported for their runs, by gateway id and kind "
+    "(prompt, completion)", ["gateway", "kind"],
+)
+GATEWAY_FAILURES = Counter(
+    "flowtrail_gateway_failures_total", "Gateway runs that gave no answer, by gateway id and reason (run_failed, "
+    "idle_timeout, status_unreadable, submission_lost, cancelled, ...)", ["gateway", "reason"],
+)

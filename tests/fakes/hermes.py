@@ -9,12 +9,32 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from engine.hermes.probe import REQUIRED_FEATURES
 from tests.fakes.loopback import LoopbackServer
-from tests.fakes.openai_server import FakeOpenAI, _read_request, _send_json
+from tests.fakes.openai_server import (
+    FakeOpenAI,
+    Reply,
+    _read_request,
+    _send_event,
+    _send_json,
+    chunk_frame,
+    text_frames,
+    usage_frame,
+)
 
 MODEL = "fake-model"
+
+
+@dataclass
+class GatedReply(Reply):
+    """Text pieces, then a wait until the test opens the gate, then the rest of the answer (and its end)."""
+
+    rest: Sequence[str] = ()
 
 
 class FakeGatewayModel(FakeOpenAI):
@@ -23,15 +43,43 @@ class FakeGatewayModel(FakeOpenAI):
     def __init__(self) -> None:
         super().__init__()
         self.streamed: list[dict] = []
+        self.gate = asyncio.Event()
 
     def reset(self) -> None:
-        """Forget programmed replies and recorded requests."""
+        """Forget programmed replies and recorded requests; close the gate."""
         self.requests.clear()
         self.streamed.clear()
         self._replies.clear()
+        self.gate = asyncio.Event()
+
+    def will_pause_between(self, before: Sequence[str], after: Sequence[str]) -> None:
+        """Answer the next turn with `before`, wait until `open_gate`, then `after` and the answer's end."""
+        self.will_reply(GatedReply(text_frames(*before), rest=after))
+
+    def open_gate(self) -> None:
+        """Let paused answers go on."""
+        self.gate.set()
+
+    async def _answer(self, writer: asyncio.StreamWriter, reply: Reply, body: Any) -> None:
+        if not isinstance(reply, GatedReply):
+            await super()._answer(writer, reply, body)
+            return
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+                     b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+        for frame in reply.frames:
+            await _send_event(writer, frame)
+        await self.gate.wait()
+        for frame in [chunk_frame({"content": piece}) for piece in reply.rest] + [chunk_frame({}, "stop")]:
+            await _send_event(writer, frame)
+        if isinstance(body, dict) and (body.get("stream_options") or {}).get("include_usage"):
+            await _send_event(writer, usage_frame(*reply.usage))
+        await _send_event(writer, "[DONE]")
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
 
     def release_hangs(self) -> None:
-        """End every hanging reply now (the connection closes); later hangs hang again."""
+        """End every hanging reply now (the connection closes) and open the gate; later hangs hang again."""
+        self.gate.set()
         self._release.set()
         self._release = asyncio.Event()
 
@@ -75,26 +123,47 @@ class IncompatibleGateway(LoopbackServer):
         await _send_json(writer, 200, {"object": "hermes.api_server.capabilities", "features": features})
 
 
-class CuttingProxy(LoopbackServer):
-    """A TCP proxy to a gateway that drops the client's connection right after the first event of a run's stream.
+_STATUS_READ = re.compile(rb"GET /v1/runs/run_[0-9a-f]+ HTTP/1.1")
+StopRefusal = Literal["fail", "swallow"]
+"""How a proxy keeps a stop request from the gateway: answer 502 (a stop that fails), or answer `stopping` itself
+(a stop the gateway never hears of, so it never confirms it)."""
 
-    `requests` keeps every request line that went through, so a test can count submissions.
-    """
 
-    def __init__(self, upstream_port: int) -> None:
+class GatewayProxy(LoopbackServer):
+    """A TCP proxy in front of a gateway that logs every request line that goes through (`requests`), so a test
+    can count submissions; `cut_stream` drops the client's connection right after the first event of the first run's stream;
+    `refuse_stop` keeps stop requests from the gateway."""
+
+    def __init__(self, upstream_port: int, *, cut_stream: bool = False, refuse_stop: StopRefusal | None = None,
+                 failed_status_reads: int = 0) -> None:
         super().__init__()
         self.upstream_port = upstream_port
+        self.cut_stream = cut_stream
+        self.refuse_stop = refuse_stop
+        self.failed_status_reads = failed_status_reads
+        """How many reads of a run's status (`GET /v1/runs/{id}`) to answer 503 before letting them through."""
         self.requests: list[str] = []
         self.cuts = 0
 
+    def submissions(self) -> list[str]:
+        """The `POST /v1/runs` requests that went through."""
+        return [line for line in self.requests if line.startswith("POST /v1/runs ")]
+
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """Pipe bytes both ways; cut an events stream after its first `data:` frame."""
+        """Pipe bytes both ways, logging request lines (and cutting an events stream when asked)."""
         up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
         streaming = asyncio.Event()
 
         async def to_gateway() -> None:
             while data := await reader.read(65536):
                 self.requests += [line for line in data.decode("latin-1").split("\r\n") if " HTTP/1.1" in line]
+                if self.refuse_stop is not None and b"/stop HTTP/1.1" in data:
+                    await self._refuse(writer)
+                    return
+                if self.failed_status_reads > 0 and _STATUS_READ.match(data):
+                    self.failed_status_reads -= 1
+                    await _send_json(writer, 503, {"error": {"code": "unavailable", "message": "the proxy failed it"}})
+                    return
                 if b"/events HTTP/1.1" in data:
                     streaming.set()
                 up_writer.write(data)
@@ -104,7 +173,7 @@ class CuttingProxy(LoopbackServer):
             while data := await up_reader.read(65536):
                 writer.write(data)
                 await writer.drain()
-                if streaming.is_set() and b"data: " in data:
+                if self.cut_stream and not self.cuts and streaming.is_set() and b"data: " in data:
                     self.cuts += 1
                     writer.transport.abort()
                     return
@@ -114,6 +183,12 @@ class CuttingProxy(LoopbackServer):
                                return_when=asyncio.FIRST_COMPLETED)
         finally:
             up_writer.close()
+
+    async def _refuse(self, writer: asyncio.StreamWriter) -> None:
+        if self.refuse_stop == "fail":
+            await _send_json(writer, 502, {"error": {"code": "bad_gateway", "message": "the proxy refused"}})
+        else:
+            await _send_json(writer, 200, {"status": "stopping"})
 
 
 class EndingGateway(LoopbackServer):

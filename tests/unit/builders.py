@@ -159,3 +159,21 @@ class RunLog:
                   completion_tokens=completion_tokens, finish_reason="" if error_code else "stop",
                   prompt_sha256="ab" * 32, error_code=error_code)
         return self
+
+    def remote_run(self, uuid: str, *, attempt: int = 1, remote_run_id: str | None = "run_1", outcome: str | None = None,
+                   stop: str | None = None, prompt_tokens: int = 0, completion_tokens: int = 0, output: str = "") -> RunLog:
+        """A visit's gateway run: RemoteRunRequested, RemoteRunAccepted (unless no id), a stop request and its end."""
+        node_id = self._node_of[uuid]
+        self._add(ev.RemoteRunRequested, visit_uuid=uuid, node_id=node_id, gateway_id="uni",
+                  session_id="flowtrail-s", attempt=attempt)
+        if remote_run_id is not None:
+            self._add(ev.RemoteRunAccepted, visit_uuid=uuid, node_id=node_id, attempt=attempt, remote_run_id=remote_run_id)
+        if stop is not None and remote_run_id is not None:
+            self._add(ev.RemoteRunStopRequested, visit_uuid=uuid, node_id=node_id, attempt=attempt,
+                      remote_run_id=remote_run_id, reason=stop)
+        if outcome is not None:
+            self._add(ev.RemoteRunEnded, visit_uuid=uuid, node_id=node_id, gateway_id="uni", session_id="flowtrail-s",
+                      attempt=attempt, outcome=outcome, remote_run_id=remote_run_id or "", duration_ms=1500.0,
+                      prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, output=output,
+                      reason=stop or "")
+        return self

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from engine.context.tools import META, OUTPUT, PATHS
 from engine.execution.models import scripted_from
-from engine.execution.tools import BUILTIN_TOOLS, is_idempotent, unknown_tools
+from engine.execution.tools import BUILTIN_TOOLS, READ_ONLY_TOOLS, is_idempotent, unknown_tools
 from engine.llm import CompletionRequest, Message, collect
 from engine.settings import Settings
 
@@ -64,3 +65,11 @@ async def test_todo_write_streams_the_list_as_a_todo_update():
 def test_unknown_tool_names_are_reported_and_builtins_are_safe_to_repeat():
     assert unknown_tools(["web_search", "fly"]) == ["fly"]
     assert all(is_idempotent(name) for name in BUILTIN_TOOLS)
+
+
+def test_a_tool_the_engine_does_not_know_such_as_a_gateways_terminal_is_not_safe_to_repeat():
+    assert not is_idempotent("terminal") and not is_idempotent("write_file_remote")
+
+
+def test_the_context_tools_are_the_read_only_ones_safe_to_repeat():
+    assert READ_ONLY_TOOLS == {PATHS, OUTPUT, META} and all(is_idempotent(name) for name in READ_ONLY_TOOLS)

@@ -6,10 +6,12 @@ import json
 
 import pytest
 
+from engine.execution.errors import VisitFailure
+from engine.execution.remote import usable_gateway
 from engine.hermes.agent import history_rows, session_id_for
 from engine.hermes.events import FINAL_TEXT, chunk_for
 from engine.hermes.gateways import HermesGateway, parse_hermes_gateways
-from engine.hermes.probe import missing_capabilities, select_gateway
+from engine.hermes.probe import missing_capabilities, probe, select_gateway
 
 
 def gateways(*items: dict) -> str:
@@ -86,3 +88,22 @@ def test_answer_deltas_are_copied_under_the_final_text_name_and_reasoning_as_thi
     thinking = chunk_for({"event": "reasoning.available", "text": "hmm"})
     assert thinking is not None and (thinking.kind, thinking.content) == ("thinking", "hmm")
     assert chunk_for({"event": "run.completed", "output": "x"}) is None
+
+
+async def test_a_disabled_gateway_keeps_its_configuration_and_probes_disabled_without_being_asked():
+    (gateway,) = parse_hermes_gateways(gateways({"id": "uni", "base_url": "http://127.0.0.1:9", "enabled": False}))
+    assert (gateway.enabled, gateway.base_url) == (False, "http://127.0.0.1:9")
+    result = await probe(gateway)
+    assert (result.status, result.detail) == ("disabled", "enabled: false in FLOWTRAIL_HERMES_GATEWAYS")
+
+
+def test_a_node_on_a_disabled_gateway_is_refused_saying_so():
+    (gateway,) = parse_hermes_gateways(gateways({"id": "uni", "base_url": "http://h:1", "enabled": False}))
+    with pytest.raises(VisitFailure, match=r"hermes gateway 'uni' is disabled \(enabled: false in FLOWTRAIL_HERMES_GATEWAYS\)"):
+        usable_gateway((gateway,), None)
+
+
+@pytest.mark.parametrize("field", ["stop_confirm_seconds", "status_retry_seconds"])
+def test_the_stop_and_status_bounds_must_be_positive(field):
+    with pytest.raises(SystemExit, match=field):
+        parse_hermes_gateways(gateways({"id": "uni", "base_url": "http://h:1", field: 0}))

@@ -24,6 +24,7 @@ def one_of_every_run_event() -> list[Any]:
     log.stream(visit, "tool_call", '{"q":1}', tool_name="search").ask(visit, "c1", "Which?", ("x", "y"))
     log.answer("c1", "x").complete(visit, {"r": 1}).record(visit).decide("b", "it needs checking", from_node_id="a")
     log.model_called(visit, prompt_tokens=10, completion_tokens=4).model_called(visit, attempt=2, error_code="HTTP_429")
+    log.remote_run(visit, stop="cancelled", outcome="cancelled", prompt_tokens=12, completion_tokens=3)
     log.fail(visit, "boom", output={"status": 500, "message": "boom", "data": None}).skip("c", reason="no branch")
     return log.request_cancel("enough").cancel("enough").finish({"r": 1}, files=("out.md",)).fail_run("boom").events
 

@@ -3,7 +3,7 @@
 import { apiKey, signIn, signOut, data, call, query, runOrigin, download, ApiError } from "./api.js";
 import { originLine, forksPanel, forkFrom, rerun, forkNote } from "./forks.js";
 import { h, badge } from "./dom.js";
-import { emptyRun, applyMessage } from "./model.js";
+import { emptyRun, applyMessage, applyResult } from "./model.js";
 import { RunView } from "./view.js";
 import { StreamFollower } from "./follow.js";
 import { Player, SPEEDS, eventTimes } from "./replay.js";
@@ -88,7 +88,7 @@ async function showHome() {
     const statuses = boxes.map((b) => b.firstChild).filter((b) => b.checked).map((b) => b.value);
     const answer = await data("/runs" + query({ status: statuses, workflow: picker.value, limit: 20, cursor: cursors[page] }));
     rows.replaceChildren(...answer.items.map(runRow));
-    if (!answer.items.length) rows.append(h("tr", {}, h("td", { colspan: 5, class: "muted" }, "No runs.")));
+    if (!answer.items.length) rows.append(h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No runs.")));
     cursors[page + 1] = answer.nextCursor;
     pager.replaceChildren(
       h("button", { type: "button", disabled: page === 0, onclick: () => load(page - 1) }, "Newer"),
@@ -103,7 +103,7 @@ async function showHome() {
     h("section", { class: "panel" }, h("h1", {}, "Workflows"), workflows),
     h("section", { class: "panel" }, h("h1", {}, "Recent runs"), filters,
       h("div", { class: "table-wrap" }, h("table", { class: "runs" },
-        h("thead", {}, h("tr", {}, ...["Run", "Workflow", "Status", "Created", "Events"].map((t) => h("th", { scope: "col" }, t)))),
+        h("thead", {}, h("tr", {}, ...["Run", "Workflow", "Status", "Created", "Tokens", "Events"].map((t) => h("th", { scope: "col" }, t)))),
         rows)), pager));
   try {
     for (const w of await data("/workflows")) {
@@ -133,6 +133,8 @@ function runRow(item) {
     h("td", {}, runLink(item), forkNote(item)),
     h("td", {}, item.workflowName), h("td", {}, badge(item.status), note ? h("span", { class: "muted" }, ` ${note}`) : null),
     h("td", {}, h("time", { datetime: item.createdAt }, new Date(item.createdAt).toLocaleString())),
+    h("td", { class: "tokens", title: "prompt / completion tokens (model calls and gateway runs)" },
+      `${item.promptTokens} / ${item.completionTokens}`),
     h("td", {}, String(item.lastEventId)));
 }
 
@@ -190,8 +192,20 @@ async function showRun(runId) {
     onFork: (visitUuid) => openNew(() => forkFrom(runPath, visitUuid))(),
   });
   let replayState = null;
+  let resultRead = false;
+  const readResult = async () => { // usage and remote work are not in the stream: read them once the run ended
+    resultRead = true;
+    try {
+      applyResult(run, await data(runPath));
+      dirty.add("run");
+      schedule();
+    } catch (error) {
+      say(error.message, "error");
+    }
+  };
   const paint = () => {
     frame = 0;
+    if (run.terminal && !resultRead && root.dataset.mode !== "replay") readResult();
     view.update(run, dirty);
     dirty = new Set();
     if (replayState) { // said with the paint that shows it, never before
@@ -223,6 +237,7 @@ async function showRun(runId) {
     },
     onResult: (result) => { // while the stream is away, the status comes from the polled result
       if (!run.terminal) run.status = result.status;
+      applyResult(run, result);
       dirty.add("run");
       schedule();
     },

@@ -7,6 +7,7 @@ export function emptyRun(runId, copiedUpTo = 0) {
   return {
     runId, status: "CREATED", visits: new Map(), decisions: [], pause: null, todo: null,
     output: null, error: null, files: [], log: [], lastId: 0, terminal: false, arrivals: 0, copiedUpTo,
+    usage: null, remoteWorkMayBeRunning: false,
   };
 }
 
@@ -130,4 +131,10 @@ export function visitsInOrder(run) {
     const kb = b.sortOrder ?? Number.MAX_SAFE_INTEGER;
     return ka - kb || a.arrival - b.arrival;
   });
+}
+
+/** Take the token usage and the remote-work flag from a `GET run` answer (the stream carries neither). */
+export function applyResult(run, result) {
+  run.usage = result.usage ?? null;
+  run.remoteWorkMayBeRunning = Boolean(result.remoteWorkMayBeRunning);
 }

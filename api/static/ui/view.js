@@ -144,6 +144,11 @@ export class RunView {
     const parts = [h("h2", {}, "Run "), badge(run.status)];
     if (run.errorCode) parts.push(h("code", { class: "error-code" }, ` ${run.errorCode}`));
     if (run.error) parts.push(h("pre", { class: "error" }, run.error));
+    if (run.remoteWorkMayBeRunning) {
+      parts.push(h("p", { class: "remote-warning", role: "alert" },
+        "Remote work may still be running: a Hermes gateway did not confirm a stop, or a gateway run's outcome is unknown."));
+    }
+    if (run.usage) parts.push(usageLine(run.usage));
     if (run.output) parts.push(h("h3", {}, "Output"), h("pre", { class: "output" }, pretty(run.output)));
     if (run.terminal && run.status === "SUCCESS") {
       if (run.files.length) parts.push(h("ul", { class: "files" }, ...run.files.map((f) => h("li", {}, f))));
@@ -151,6 +156,12 @@ export class RunView {
     }
     this.outcome.replaceChildren(...parts);
   }
+}
+
+function usageLine(usage) {
+  const dataset = { promptTokens: usage.promptTokens, completionTokens: usage.completionTokens };
+  return h("p", { class: "usage muted", dataset },
+    `Tokens (model calls and gateway runs): ${usage.promptTokens} prompt · ${usage.completionTokens} completion`);
 }
 
 function visitBody(visit, toggled) {
