@@ -248,11 +248,13 @@ class RunController(Controller):
         responses=error_responses(400, 404),
     )
     async def get_run(
-        self, run: Injected[HotRun], workspace: Injected[Workspace], context: Injected[ContextReader],
+        self, run: Injected[HotRun], runs: Injected[RunService], workspace: Injected[Workspace],
+        context: Injected[ContextReader],
     ) -> Envelope[RunView]:
-        """The persisted result of a run, in the seed's shape."""
+        """The persisted result of a run, in the seed's shape, with the head of its hash chain."""
         files, size = await measure_workspace(workspace.path_for(run.run_id))
-        return ok(run_view(run, await context.whole_index(run), files, size))
+        head = await runs.chain_head(run.run_id)
+        return ok(run_view(run, await context.whole_index(run), files, size, head))
 
     @get(
         "/{runId:str}/nodes/{nodeId:str}/logs",

@@ -23,6 +23,7 @@ from litestar.openapi.spec import (
     Schema,
 )
 from litestar.params import PathParameter
+from msgspec import UNSET, UnsetType
 
 from projections.payloads import SSE_PAYLOADS, Camel, NodeView, PauseView, RunListItem, RunStatusName, SsePayload
 from projections.payloads import LogEntry as LogEntry  # the node logs answer
@@ -147,8 +148,16 @@ class TokenUsage(Camel):
     completion_tokens: int
 
 
+class ChainHead(Camel):
+    """The run's newest link in its hash chain (docs/history.md): a receipt `flowtrail verify` can be held to."""
+
+    position: int
+    link: str
+
+
 class RunView(Camel):
-    """`GET run`: the seed's shape plus `createdAt`, `cancelRequested`, `cancelled` and token `usage`."""
+    """`GET run`: the seed's shape plus `createdAt`, `cancelRequested`, `cancelled`, token `usage` and the
+    head of the run's hash `chain` (absent when every event was stored before the chain existed)."""
 
     run_id: str
     workflow_id: int
@@ -165,6 +174,7 @@ class RunView(Camel):
     cancel_requested: bool
     cancelled: bool
     usage: TokenUsage
+    chain: ChainHead | UnsetType = UNSET
 
 
 class RunState(Camel):

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
+from msgspec import UNSET
+
 from api.paths import API
-from api.schemas import CreatedRun, RunLinks, RunState, RunView, StartedRun, TokenUsage, WorkspaceView
+from api.schemas import ChainHead, CreatedRun, RunLinks, RunState, RunView, StartedRun, TokenUsage, WorkspaceView
 from engine.runs.hot import HotRun
 from projections.summary import RunSummary, node_list
 from projections.visits import VisitIndex
@@ -52,8 +54,10 @@ def started_view(summary: RunSummary) -> StartedRun:
     )
 
 
-def run_view(hot: HotRun, index: VisitIndex, file_count: int, total_bytes: int) -> RunView:
-    """`GET run`: status, times, outputs, nodes (from `index`, the run's whole visit index) and workspace."""
+def run_view(
+    hot: HotRun, index: VisitIndex, file_count: int, total_bytes: int, head: tuple[int, bytes] | None = None,
+) -> RunView:
+    """`GET run`: status, times, outputs, nodes (from `index`, the run's whole visit index), workspace and chain head."""
     summary = hot.summary
     created = summary.created
     base = run_path(summary)
@@ -74,6 +78,7 @@ def run_view(hot: HotRun, index: VisitIndex, file_count: int, total_bytes: int) 
         cancel_requested=summary.cancel_requested,
         cancelled=summary.cancelled,
         usage=TokenUsage(prompt_tokens=summary.prompt_tokens, completion_tokens=summary.completion_tokens),
+        chain=UNSET if head is None else ChainHead(position=head[0], link=head[1].hex()),
     )
 
 

@@ -8,6 +8,7 @@ from client.types import (
     TERMINAL_STATUSES,
     AuditView,
     CancelResult,
+    ChainHead,
     CreatedRun,
     EventLine,
     NodeView,
@@ -24,7 +25,7 @@ from client.types import (
 )
 
 __all__ = [
-    "DEFAULT_URL", "TERMINAL_EVENTS", "TERMINAL_STATUSES", "ApiError", "AuditView", "CancelResult", "ClientError",
+    "DEFAULT_URL", "TERMINAL_EVENTS", "TERMINAL_STATUSES", "ApiError", "AuditView", "CancelResult", "ChainHead", "ClientError",
     "CreatedRun", "EventLine", "FlowtrailClient", "NamedRun", "NodeView", "PauseView", "Reconnection", "ResumeResult",
     "RunHandle", "RunListItem", "RunPage", "RunRef", "RunState", "RunView", "ServiceUnavailable", "StartedRun", "StreamEvent",
     "TokenUsage", "WorkspaceView",

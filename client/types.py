@@ -81,8 +81,15 @@ class TokenUsage(Answer):
     completion_tokens: int
 
 
+class ChainHead(Answer):
+    """The run's newest link in its hash chain: a receipt to hold an export to (`flowtrail verify`)."""
+
+    position: int
+    link: str
+
+
 class RunView(Answer):
-    """A run's status, outputs, nodes, workspace and token usage."""
+    """A run's status, outputs, nodes, workspace, token usage and the head of its hash chain."""
 
     run_id: str
     workflow_id: int
@@ -99,6 +106,7 @@ class RunView(Answer):
     cancel_requested: bool
     cancelled: bool
     usage: TokenUsage
+    chain: ChainHead | None = None
 
 
 class PauseView(Answer):

@@ -37,6 +37,8 @@ class RunCreated(RunEvent, frozen=True, tag="RunCreated"):
     ttl_hours: int = 720
     caller_key_id: str = ""
     idempotency_key: str | None = None
+    erased: bool = False
+    """False when appended; true in the stored copy of an erased run, whose content is gone (`RunErased`)."""
 
 
 class RunStarted(RunEvent, frozen=True, tag="RunStarted"):
@@ -172,6 +174,15 @@ class ModelCalled(RunEvent, frozen=True, tag="ModelCalled"):
     error_code: str | None = None
 
 
+class RunErased(RunEvent, frozen=True, tag="RunErased"):
+    """The content of an ended run was erased; its skeleton and hash chain stay (docs/history.md)."""
+
+    erased_by: str
+    """Who erased it: the key id of the caller, or `retention` (FLOWTRAIL_RETENTION_DAYS)."""
+    events_erased: int = 0
+    """How many of the events before this one had content that was removed."""
+
+
 AnyRunEvent = (
     RunCreated
     | RunStarted
@@ -189,6 +200,7 @@ AnyRunEvent = (
     | RunCompleted
     | RunFailed
     | ModelCalled
+    | RunErased
 )
 
 RUN_EVENT_TYPES: tuple[type[RunEvent], ...] = get_args(AnyRunEvent)

@@ -17,6 +17,7 @@ from domain.catalogue import CATALOGUE_EVENT_TYPES
 from domain.errors import FlowtrailError
 from domain.events import RUN_EVENT_TYPES
 from domain.idempotency import IDEMPOTENCY_EVENT_TYPES
+from engine.store.chain_links import ChainLinks
 from engine.store.location import (
     POOL_RECONNECT_SECONDS,
     POOL_WAIT_SECONDS,
@@ -88,6 +89,7 @@ class EventStore:
         self.mapper = mapper
         self.events_table: str = recorder.events_table_name
         self._datastore: Any = recorder.datastore
+        self.chain = ChainLinks(self._stored_link)
         self.after_append: Callable[[Sequence[Any], list[int]], None] | None = None
         """Called with each append's events and notification ids once they are stored (the run read model's feed)."""
 
@@ -107,8 +109,9 @@ class EventStore:
         if not events:
             return []
         rows = [self.mapper.to_stored_event(event) for event in events]
+        cells = self.chain.cells(rows)
         try:
-            stored = list(self.app.recorder.insert_events(rows) or ())
+            stored = list(self.app.recorder.insert_events(rows, chains=cells) or ())
         except IntegrityError as exc:
             stored_before = self.stored_ids_if_same(rows) if retried else None
             if stored_before is None:
@@ -116,6 +119,7 @@ class EventStore:
                     f"stream {events[0].originator_id.hex} already has position {events[0].originator_version}"
                 ) from exc
             stored = stored_before
+        self.chain.stored(rows, cells)
         if self.after_append is not None:
             self.after_append(events, stored)
         return stored
@@ -132,21 +136,32 @@ class EventStore:
 
     def _stored_row(self, stream_id: UUID, position: int) -> tuple[int, str, bytes] | None:
         """(notification id, topic, state) of the row at a stream position."""
-        datastore = self._datastore
+        found = self._row_at(stream_id, position, "notification_id, topic, state")
+        return None if found is None else (found[0], found[1], found[2])
+
+    def _stored_link(self, stream_id: UUID, position: int) -> bytes | None:
+        """The chain link stored at a stream position (None: none); LookupError when the position is not stored."""
+        found = self._row_at(stream_id, position, "chain_link")
+        if found is None:
+            raise LookupError(f"stream {stream_id.hex} has no position {position}")
+        return None if found[0] is None else bytes(found[0])
+
+    def _row_at(self, stream_id: UUID, position: int, columns: str) -> tuple[Any, ...] | None:
+        """Some columns of the row at a stream position (`notification_id` is SQLite's rowid), or None."""
         if self.location.kind == "sqlite":
-            select = f'SELECT rowid, topic, state FROM "{self.events_table}" WHERE originator_id = ? AND originator_version = ?'
-            with datastore.transaction(commit=False) as cursor:
-                cursor.execute(select, (stream_id.hex, position))
-                found = cursor.fetchone()
-            return None if found is None else (found[0], found[1], found[2])
-        table = qualified_table(self.location.schema, self.events_table)
-        with datastore.transaction(commit=False) as cursor:
-            cursor.execute(
-                f"SELECT notification_id, topic, state FROM {table} WHERE originator_id = %s AND originator_version = %s",
-                (stream_id, position),
-            )
-            row = cursor.fetchone()
-        return None if row is None else (row["notification_id"], row["topic"], row["state"])
+            columns = columns.replace("notification_id", "rowid")
+            select = f'SELECT {columns} FROM "{self.events_table}" WHERE originator_id = ? AND originator_version = ?'
+            key: Any = stream_id.hex
+        else:
+            table = qualified_table(self.location.schema, self.events_table)
+            select = f"SELECT {columns} FROM {table} WHERE originator_id = %s AND originator_version = %s"
+            key = stream_id
+        with self._datastore.transaction(commit=False) as cursor:
+            cursor.execute(select, (key, position))
+            found = cursor.fetchone()
+        if found is None:
+            return None
+        return tuple(found.values()) if isinstance(found, dict) else tuple(found)  # psycopg's dict rows, sqlite3.Row
 
     def read_stream(self, stream_id: UUID, *, after: int = 0, upto: int | None = None,
                     limit: int | None = None) -> list[Any]:

@@ -24,7 +24,7 @@ def one_of_every_run_event() -> list[Any]:
     log.answer("c1", "x").complete(visit, {"r": 1}).record(visit).decide("b", "it needs checking", from_node_id="a")
     log.model_called(visit, prompt_tokens=10, completion_tokens=4).model_called(visit, attempt=2, error_code="HTTP_429")
     log.fail(visit, "boom", output={"status": 500, "message": "boom", "data": None}).skip("c", reason="no branch")
-    return log.request_cancel("enough").cancel("enough").finish({"r": 1}, files=("out.md",)).fail_run("boom").events
+    return log.request_cancel("enough").cancel("enough").finish({"r": 1}, files=("out.md",)).fail_run("boom").erase().events
 
 
 def one_catalogue_event() -> WorkflowPublished:
