@@ -40,6 +40,7 @@ NodeIdInPath = Annotated[str, PathParameter(name="nodeId", description="a node i
 """Path parameters under the seed's names (`{workflowName}`, `{runId}`, `{nodeId}`)."""
 
 CancelOutcome = Literal["REQUESTED", "ALREADY_REQUESTED", "ALREADY_FINISHED"]
+EraseOutcome = Literal["ERASED", "ALREADY_ERASED"]
 
 
 # --- requests -------------------------------------------------------------------------
@@ -157,7 +158,8 @@ class ChainHead(Camel):
 
 class RunView(Camel):
     """`GET run`: the seed's shape plus `createdAt`, `cancelRequested`, `cancelled`, token `usage` and the
-    head of the run's hash `chain` (absent when every event was stored before the chain existed)."""
+    head of the run's hash `chain` (absent when every event was stored before the chain existed), and on an erased
+    run `erased` and `erasedAt`."""
 
     run_id: str
     workflow_id: int
@@ -175,6 +177,9 @@ class RunView(Camel):
     cancelled: bool
     usage: TokenUsage
     chain: ChainHead | UnsetType = UNSET
+    erased: bool | UnsetType = UNSET
+    """True on an erased run (absent otherwise): its content is gone, its skeleton and chain stay."""
+    erased_at: str | UnsetType = UNSET
 
 
 class RunState(Camel):
@@ -203,6 +208,17 @@ class CancelResult(Camel):
     cancelled: bool
 
 
+class ErasedRun(Camel):
+    """What an erasure did: ERASED now, or ALREADY_ERASED before (its clean-up done again); when, by which key
+    (`retention` for FLOWTRAIL_RETENTION_DAYS), and how many events lost their content."""
+
+    run_id: str
+    outcome: EraseOutcome
+    erased_at: str
+    erased_by: str
+    events_erased: int
+
+
 class RunPage(Camel):
     """One page of a run listing, newest first; `nextCursor` fetches the next (null: this is the last)."""
 
@@ -215,8 +231,9 @@ class RunPage(Camel):
 ERROR_DESCRIPTIONS = {
     400: "VALIDATION_FAILED: the request is malformed",
     401: "UNAUTHORIZED: missing or unknown X-API-Key",
+    403: "FORBIDDEN: the key may not do this to the run (erasing a run it did not create needs mayErase)",
     404: "WORKFLOW_NOT_FOUND, RUN_NOT_FOUND, CLARIFY_NOT_FOUND or NODE_NOT_FOUND",
-    409: "RUN_ALREADY_STARTED, CLARIFY_ALREADY_ANSWERED or IDEMPOTENCY_KEY_REUSED",
+    409: "RUN_ALREADY_STARTED, CLARIFY_ALREADY_ANSWERED, IDEMPOTENCY_KEY_REUSED or RUN_STATE_CONFLICT",
     410: "RUN_ALREADY_FINISHED",
     413: "PAYLOAD_TOO_LARGE: a file or the whole request is over its limit",
     415: "UNSUPPORTED_MEDIA_TYPE: send application/json or multipart/form-data",

@@ -7,7 +7,18 @@ from urllib.parse import quote
 from msgspec import UNSET
 
 from api.paths import API
-from api.schemas import ChainHead, CreatedRun, RunLinks, RunState, RunView, StartedRun, TokenUsage, WorkspaceView
+from api.schemas import (
+    ChainHead,
+    CreatedRun,
+    ErasedRun,
+    RunLinks,
+    RunState,
+    RunView,
+    StartedRun,
+    TokenUsage,
+    WorkspaceView,
+)
+from engine.runs.erasure import Erasure
 from engine.runs.hot import HotRun
 from projections.summary import RunSummary, node_list
 from projections.visits import VisitIndex
@@ -79,6 +90,16 @@ def run_view(
         cancelled=summary.cancelled,
         usage=TokenUsage(prompt_tokens=summary.prompt_tokens, completion_tokens=summary.completion_tokens),
         chain=UNSET if head is None else ChainHead(position=head[0], link=head[1].hex()),
+        erased=True if summary.erased else UNSET,
+        erased_at=UNSET if summary.erased_at is None else iso_utc(summary.erased_at),
+    )
+
+
+def erased_view(erasure: Erasure) -> ErasedRun:
+    """What DELETE of a run answers."""
+    return ErasedRun(
+        run_id=erasure.run_id.hex, outcome="ALREADY_ERASED" if erasure.already else "ERASED",
+        erased_at=iso_utc(erasure.erased_at) or "", erased_by=erasure.erased_by, events_erased=erasure.events_erased,
     )
 
 

@@ -10,6 +10,7 @@ from client.types import (
     CancelResult,
     ChainHead,
     CreatedRun,
+    ErasedRun,
     EventLine,
     NodeView,
     PauseView,
@@ -26,7 +27,7 @@ from client.types import (
 
 __all__ = [
     "DEFAULT_URL", "TERMINAL_EVENTS", "TERMINAL_STATUSES", "ApiError", "AuditView", "CancelResult", "ChainHead", "ClientError",
-    "CreatedRun", "EventLine", "FlowtrailClient", "NamedRun", "NodeView", "PauseView", "Reconnection", "ResumeResult",
+    "CreatedRun", "ErasedRun", "EventLine", "FlowtrailClient", "NamedRun", "NodeView", "PauseView", "Reconnection", "ResumeResult",
     "RunHandle", "RunListItem", "RunPage", "RunRef", "RunState", "RunView", "ServiceUnavailable", "StartedRun", "StreamEvent",
     "TokenUsage", "WorkspaceView",
 ]

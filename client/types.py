@@ -107,6 +107,8 @@ class RunView(Answer):
     cancelled: bool
     usage: TokenUsage
     chain: ChainHead | None = None
+    erased: bool = False
+    erased_at: str | None = None
 
 
 class PauseView(Answer):
@@ -145,6 +147,16 @@ class CancelResult(Answer):
     cancelled: bool
 
 
+class ErasedRun(Answer):
+    """What an erasure did (ERASED now, or ALREADY_ERASED before), when, by which key, how many events it emptied."""
+
+    run_id: str
+    outcome: Literal["ERASED", "ALREADY_ERASED"]
+    erased_at: str
+    erased_by: str
+    events_erased: int
+
+
 class RunListItem(Answer):
     """One run of a listing."""
 
@@ -163,6 +175,8 @@ class RunListItem(Answer):
     prompt_tokens: int
     completion_tokens: int
     last_event_id: int
+    erased_at: str | None = None
+    """When the run's content was erased (None: it was not)."""
 
 
 class RunPage(Answer):

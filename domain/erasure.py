@@ -12,6 +12,7 @@ an existing tag; a new tag may get rules of its own (docs/history.md lists them)
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import msgspec
@@ -31,7 +32,10 @@ ERASED_VALUES: dict[str, dict[str, Any]] = {
     "RunFailed": {"error": ""},
     "ModelCalled": {"prompt_sha256": ""},
 }
-"""By event tag: each field that holds content and the value it has once erased."""
+"""By event tag: each field that holds content and the value it has once erased (`RunFailed.error`: see `KEPT_PREFIX`)."""
+KEPT_PREFIX = re.compile(r"^([A-Z][A-Z0-9_]{2,63}):|^internal error:")
+"""The start of a run's error text that names its code (`MODEL_TIMEOUT: ...`, `internal error: ...`): erasing
+`RunFailed.error` keeps this much of it, so the run's error code (the listing's `errorCode`) survives."""
 ERASED_MARK = "erased"
 """The field of RunCreated that the skeleton sets to true: a reader of the first event knows the run is erased."""
 _encoder = msgspec.json.Encoder()
@@ -48,9 +52,12 @@ def skeleton_of(state: bytes) -> bytes:
     rules = ERASED_VALUES.get(str(fields.get("type")))
     if rules is None:
         return state
+    error = fields.get("error")
     for name, empty in rules.items():
         if name in fields:
             fields[name] = empty
+    if fields["type"] == "RunFailed" and isinstance(error, str) and (kept := KEPT_PREFIX.match(error)) is not None:
+        fields["error"] = kept.group(0)
     if fields["type"] == "RunCreated":
         fields[ERASED_MARK] = True
     skeleton = _encoder.encode(fields)

@@ -20,6 +20,8 @@ class ApiKey(msgspec.Struct, frozen=True, rename="camel", forbid_unknown_fields=
     id: str = ""
     sees_all_runs: bool = False
     """True: every run of its workflows (auditors, operators); false: only the runs this key created."""
+    may_erase: bool = False
+    """True: it may erase every run it sees (`DELETE` of a run); a run's owner may always erase it."""
 
     def key_id(self) -> str:
         """A stable, non-secret name for this key (stored with runs it creates)."""
@@ -75,6 +77,11 @@ def may_use(key: ApiKey, workflow_name: str, workflow_id: int) -> bool:
     if not key.workflow_names and not key.workflow_ids:
         return True
     return workflow_name in key.workflow_names or workflow_id in key.workflow_ids
+
+
+def may_erase_run(key: ApiKey, owner_key_id: str) -> bool:
+    """True when the key may erase a run it sees: its own, or any when it was given the right (seeing is not enough)."""
+    return key.may_erase or hmac.compare_digest(owner_key_id.encode(), key.key_id().encode())
 
 
 def sees_run(key: ApiKey, owner_key_id: str) -> bool:

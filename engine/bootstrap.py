@@ -23,8 +23,10 @@ from engine.execution.models import build_registry
 from engine.execution.ports import ContextTools
 from engine.hermes import DEMO_DIR as HERMES_DEMO_DIR
 from engine.readmodel import ReadModel
+from engine.runs.erasure import RunEraser
 from engine.runs.hot import FrameEncoder
 from engine.runs.hot_runs import HotRuns
+from engine.runs.retention import Retention
 from engine.runs.service import RunService
 from engine.settings import Settings
 from engine.store import AsyncEventStore, EventStore, parse_database_url
@@ -50,6 +52,8 @@ class Services:
     context: ContextReader
     context_tools: VisitContextTools
     read_model: ReadModel
+    eraser: RunEraser
+    retention: Retention
     tail: PostgresTail | None = None
     engine: RunExecutor | None = None
     dispatch: JobDispatch | None = None
@@ -76,6 +80,10 @@ class Services:
                 name="flowtrail-workspace-sweeper",
             ),
         ]
+        if self.retention.enabled:
+            self._sweepers.append(asyncio.create_task(
+                _every(self.retention.settings.sweep_seconds, self._sweep_retention), name="flowtrail-retention-sweeper",
+            ))
         if self.dispatch is not None:
             await self.dispatch.start()
             self._sweepers.append(asyncio.create_task(
@@ -97,6 +105,11 @@ class Services:
         removed = await sweep_workspaces(self.store, self.workspace)
         if removed:
             logger.info("deleted %d workspaces (past their retention, or left by an unfinished upload)", len(removed))
+
+    async def _sweep_retention(self) -> None:
+        erased = await self.retention.sweep()
+        if erased:
+            logger.info("retention erased the content of %d runs", erased)
 
     async def close(self) -> None:
         """Flush writers, stop the tail and close the store."""
@@ -178,6 +191,8 @@ def build_services(settings: Settings, *, encode_frame: FrameEncoder,
         store.on_appended = tail.appended_here
         dispatch = JobDispatch(location, settings.dispatch, execute=tasks.execute_here, on_stop=tasks.stop_taking_runs)
     engine = Engine(runs, tasks, dispatch=dispatch)
+    read_model = ReadModel(store)
+    eraser = RunEraser(store, hot_runs, workspace)
     return Services(
         settings=settings, store=store, hot_runs=hot_runs, runs=runs, keys=KeyRing(settings.api_keys),
         catalogue=catalogue, workspace=workspace, tail=tail, engine=engine, tokens=tokens,
@@ -185,7 +200,8 @@ def build_services(settings: Settings, *, encode_frame: FrameEncoder,
             runs, hot_runs, tokens, enabled=settings.context.enabled,
             hot_retention_seconds=settings.stream.hot_retention_seconds,
         ),
-        context_tools=visit_tools, read_model=ReadModel(store), dispatch=dispatch,
+        context_tools=visit_tools, read_model=read_model, dispatch=dispatch, eraser=eraser,
+        retention=Retention(settings.retention, store, read_model, eraser),
     )
 
 

@@ -127,9 +127,12 @@ class RunListItem(Camel):
     prompt_tokens: int
     completion_tokens: int
     last_event_id: int
+    erased_at: str | UnsetType = UNSET
+    """When the run's content was erased (absent: it was not)."""
 
 
 # --- SSE message payloads (`data:` of each message) ----------------------------------------------
+# Each has `erased` last: true on every message of an erased run (docs/history.md), absent otherwise.
 
 
 class NodeStatusRunningPayload(Camel, kw_only=True):
@@ -142,6 +145,7 @@ class NodeStatusRunningPayload(Camel, kw_only=True):
     status: Literal["RUNNING"] = "RUNNING"
     node_type: str
     node_label: str
+    erased: bool | UnsetType = UNSET
 
 
 class NodeStatusEndedPayload(Camel, kw_only=True):
@@ -156,6 +160,7 @@ class NodeStatusEndedPayload(Camel, kw_only=True):
     error: str | None
     logs: list[LogEntry]
     context_snapshot: JSON
+    erased: bool | UnsetType = UNSET
 
 
 class NodeStreamPayload(Camel, kw_only=True):
@@ -168,6 +173,7 @@ class NodeStreamPayload(Camel, kw_only=True):
     kind: str
     content: str
     tool_name: str | None
+    erased: bool | UnsetType = UNSET
 
 
 class VisitRecordedPayload(Camel, kw_only=True):
@@ -176,6 +182,7 @@ class VisitRecordedPayload(Camel, kw_only=True):
     run_id: str
     type: Literal["visit_recorded"] = "visit_recorded"
     visit: VisitSnapshot
+    erased: bool | UnsetType = UNSET
 
 
 class VisitRefRecordedPayload(Camel, kw_only=True):
@@ -184,6 +191,7 @@ class VisitRefRecordedPayload(Camel, kw_only=True):
     run_id: str
     type: Literal["visit_recorded"] = "visit_recorded"
     visit: VisitRef
+    erased: bool | UnsetType = UNSET
 
 
 class PlannerDecisionPayload(Camel, kw_only=True):
@@ -192,6 +200,7 @@ class PlannerDecisionPayload(Camel, kw_only=True):
     run_id: str
     type: Literal["planner_decision"] = "planner_decision"
     decision: Decision
+    erased: bool | UnsetType = UNSET
 
 
 class WorkflowCompletePayload(Camel, kw_only=True):
@@ -202,6 +211,7 @@ class WorkflowCompletePayload(Camel, kw_only=True):
     output: JSON
     success: bool = True
     working_dir_files: tuple[str, ...]
+    erased: bool | UnsetType = UNSET
 
 
 class WorkflowErrorPayload(Camel, kw_only=True):
@@ -211,6 +221,7 @@ class WorkflowErrorPayload(Camel, kw_only=True):
     type: Literal["workflow_error"] = "workflow_error"
     error: str
     success: bool = False
+    erased: bool | UnsetType = UNSET
 
 
 class SnapshotPayload(Camel, kw_only=True):
@@ -223,6 +234,7 @@ class SnapshotPayload(Camel, kw_only=True):
     cancelled: bool
     current_pause: PauseView | None
     visits: list[VisitSnapshot]
+    erased: bool | UnsetType = UNSET
 
 
 EventPayload = (

@@ -6,22 +6,22 @@ way a row changes, so the stored row can always be rebuilt from the log and comp
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
 import msgspec
+from msgspec import UNSET
 from msgspec.structs import replace
 
 from domain import events as ev
+from domain.erasure import KEPT_PREFIX
 from projections.payloads import RunListItem, RunStatusName
 from projections.wire import iso_utc
 
 CANCELLED_CODE = "RUN_CANCELLED"
 FAILED_CODE = "RUN_FAILED"
 INTERNAL_CODE = "INTERNAL_ERROR"
-_LEADING_CODE = re.compile(r"^([A-Z][A-Z0-9_]{2,63}):")
 
 
 class RunRow(msgspec.Struct, frozen=True, kw_only=True):
@@ -41,6 +41,7 @@ class RunRow(msgspec.Struct, frozen=True, kw_only=True):
     error_code: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    erased_at: datetime | None = None
     last_event_id: int
 
 
@@ -49,10 +50,10 @@ def error_code_of(error: str) -> str:
 
     `RunFailed` carries only text; the code is derived here, so stored logs keep their meaning.
     """
-    found = _LEADING_CODE.match(error)
-    if found is not None:
+    found = KEPT_PREFIX.match(error)
+    if found is not None and found.group(1):
         return found.group(1)
-    return INTERNAL_CODE if error.startswith("internal error:") else FAILED_CODE
+    return INTERNAL_CODE if found is not None else FAILED_CODE
 
 
 def _created(row: RunRow | None, event: ev.RunCreated) -> RunRow:
@@ -90,6 +91,10 @@ def _model_called(row: RunRow, event: ev.ModelCalled) -> RunRow:
     )
 
 
+def _erased(row: RunRow, event: ev.RunErased) -> RunRow:
+    return replace(row, erased_at=event.timestamp)
+
+
 _FOLDS: dict[type, Callable[[Any, Any], RunRow]] = {
     ev.RunStarted: _started,
     ev.RunCancelRequested: _cancel_requested,
@@ -97,6 +102,7 @@ _FOLDS: dict[type, Callable[[Any, Any], RunRow]] = {
     ev.RunCompleted: _completed,
     ev.RunFailed: _failed,
     ev.ModelCalled: _model_called,
+    ev.RunErased: _erased,
 }
 
 
@@ -127,6 +133,7 @@ def list_item(row: RunRow) -> RunListItem:
         cancel_requested=row.cancel_requested, cancelled=row.cancelled, created_at=iso_utc(row.created_at),
         started_at=iso_utc(row.started_at), completed_at=iso_utc(row.completed_at), error_code=row.error_code,
         prompt_tokens=row.prompt_tokens, completion_tokens=row.completion_tokens, last_event_id=row.last_event_id,
+        erased_at=UNSET if row.erased_at is None else iso_utc(row.erased_at),
     )
 
 

@@ -56,6 +56,8 @@ class RunSummary:
         self.last_sse_id = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self.erased_at: datetime | None = None
+        self.erased_by: str | None = None
 
     def apply(self, event: ev.RunEvent) -> None:
         """Fold one run event into the summary."""
@@ -143,6 +145,14 @@ class RunSummary:
         self.prompt_tokens += event.prompt_tokens
         self.completion_tokens += event.completion_tokens
 
+    def _erased(self, event: ev.RunErased) -> None:
+        self.erased_at, self.erased_by = event.timestamp, event.erased_by
+
+    @property
+    def erased(self) -> bool:
+        """True once the run's content was erased (its first event, as stored, says so too)."""
+        return self._run is not None and self._run.erased
+
     def as_dict(self) -> dict[str, Any]:
         """Every field, camelCase, timestamps rendered."""
         created = self.created
@@ -175,6 +185,8 @@ class RunSummary:
             "askedClarifyIds": sorted(self.asked_clarify_ids),
             "answeredClarifyIds": sorted(self.answered_clarify_ids),
             "usage": {"promptTokens": self.prompt_tokens, "completionTokens": self.completion_tokens},
+            "erasedAt": iso_utc(self.erased_at),
+            "erasedBy": self.erased_by,
         }
 
 
@@ -187,6 +199,7 @@ _SUMMARY_HANDLERS: dict[type, Callable[[Any, Any], None]] = {
     ev.RunCompleted: RunSummary._completed,
     ev.RunFailed: RunSummary._failed,
     ev.ModelCalled: RunSummary._model_called,
+    ev.RunErased: RunSummary._erased,
 }
 
 

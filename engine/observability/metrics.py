@@ -17,6 +17,9 @@ RUNS_FINISHED = Counter(
     "flowtrail_runs_finished_total", "Runs that ended, by workflow and final status (succeeded, failed, cancelled)",
     ["workflow", "status"],
 )
+RUNS_ERASED = Counter(
+    "flowtrail_runs_erased_total", "Runs whose content was erased, by who asked (request: DELETE; retention)", ["by"],
+)
 RUNS_ACTIVE = Gauge("flowtrail_runs_active", "Runs this process is executing now")
 EVENTS_APPENDED = Counter("flowtrail_events_appended_total", "Events appended to the log (runs and catalogue)")
 APPEND_SECONDS = Histogram(

@@ -18,6 +18,8 @@ from eventsourcing.postgres import PostgresTrackingRecorder
 from eventsourcing.sqlite import SQLiteTrackingRecorder
 from psycopg.sql import SQL, Identifier
 
+from engine.store.columns import add_missing_columns
+from engine.store.url import qualified_table
 from projections.run_row import RunRow
 
 ROWS_TABLE = "flowtrail_run_rows"
@@ -27,15 +29,21 @@ TRACKING_NAME = "flowtrail"
 COLUMNS = (
     "run_id", "workflow_name", "workflow_id", "workflow_version", "owner_key_id", "status",
     "cancel_requested", "cancelled", "created_us", "started_us", "completed_us", "error_code",
-    "prompt_tokens", "completion_tokens", "last_event_id",
+    "prompt_tokens", "completion_tokens", "last_event_id", "erased_us",
 )
+ADDED_COLUMNS = {"erased_us": "BIGINT"}
+"""Columns added after the table was first made: a table made before them gets them at start-up (NULL in old rows)."""
+RETENTION_INDEX = (
+    f"CREATE INDEX IF NOT EXISTS {ROWS_TABLE}_retention ON {{table}} (completed_us) WHERE erased_us IS NULL"
+)
+"""Ended runs not erased yet, longest ended first: what retention reads (made once `erased_us` exists)."""
 
 _TABLE_BODY = (
     "(run_id TEXT PRIMARY KEY, workflow_name TEXT NOT NULL, workflow_id BIGINT NOT NULL, "
     "workflow_version BIGINT NOT NULL, owner_key_id TEXT NOT NULL, status TEXT NOT NULL, "
     "cancel_requested BOOLEAN NOT NULL, cancelled BOOLEAN NOT NULL, created_us BIGINT NOT NULL, "
     "started_us BIGINT, completed_us BIGINT, error_code TEXT, prompt_tokens BIGINT NOT NULL, "
-    "completion_tokens BIGINT NOT NULL, last_event_id BIGINT NOT NULL)"
+    "completion_tokens BIGINT NOT NULL, last_event_id BIGINT NOT NULL, erased_us BIGINT)"
 )
 INDEXES = {
     "newest": "(created_us, run_id)",
@@ -70,6 +78,7 @@ def row_values(row: RunRow) -> tuple[Any, ...]:
         row.run_id, row.workflow_name, row.workflow_id, row.workflow_version, row.owner_key_id, row.status,
         row.cancel_requested, row.cancelled, micros(row.created_at), micros(row.started_at),
         micros(row.completed_at), row.error_code, row.prompt_tokens, row.completion_tokens, row.last_event_id,
+        micros(row.erased_at),
     )
 
 
@@ -82,6 +91,7 @@ def row_of(values: Sequence[Any]) -> RunRow:
         owner_key_id=values[4], status=values[5], cancel_requested=bool(values[6]), cancelled=bool(values[7]),
         created_at=created, started_at=from_micros(values[9]), completed_at=from_micros(values[10]),
         error_code=values[11], prompt_tokens=values[12], completion_tokens=values[13], last_event_id=values[14],
+        erased_at=from_micros(values[15]),
     )
 
 
@@ -105,6 +115,13 @@ class SqliteRunRows(SQLiteTrackingRecorder):
             *(f"CREATE INDEX IF NOT EXISTS {ROWS_TABLE}_{name} ON {ROWS_TABLE} {cols}" for name, cols in INDEXES.items()),
         ]
 
+    def create_table(self) -> None:
+        """The library's tables and ours, then the columns an older row table lacks."""
+        super().create_table()
+        with self.datastore.transaction(commit=True) as c:
+            add_missing_columns(c, "sqlite", "", ROWS_TABLE, ADDED_COLUMNS)
+            c.execute(RETENTION_INDEX.format(table=ROWS_TABLE))
+
 
 class PostgresRunRows(PostgresTrackingRecorder):
     """The library's PostgreSQL tracking recorder, plus the run-row table and its indexes."""
@@ -119,6 +136,13 @@ class PostgresRunRows(PostgresTrackingRecorder):
             self.sql_create_statements.append(SQL("CREATE INDEX IF NOT EXISTS {} ON {}.{} " + cols).format(
                 Identifier(f"{ROWS_TABLE}_{name}"), schema, Identifier(ROWS_TABLE),
             ))
+
+    def create_table(self) -> None:
+        """The library's tables and ours, then the columns an older row table lacks."""
+        super().create_table()
+        with self.datastore.transaction(commit=True) as curs:
+            add_missing_columns(curs, "postgres", self.datastore.schema, ROWS_TABLE, ADDED_COLUMNS)
+            curs.execute(RETENTION_INDEX.format(table=qualified_table(self.datastore.schema, ROWS_TABLE)))
 
 
 def tracking_of(notification_id: int | None) -> Tracking | None:

@@ -11,8 +11,9 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -190,6 +191,38 @@ class AsyncEventStore:
         if self.on_appended is not None:
             self.on_appended(ids)
         return ids
+
+    async def erase_stream(self, stream_id: UUID, closing: Callable[[int], Any]) -> Any:
+        """Erase a stream's content and append the event `closing(count)` makes, in one transaction
+        (`EventStore.erase_stream`); returns that event. Retried while the store is away: an attempt that
+        committed unheard makes the retry find its position taken (ConcurrentAppend), so the caller reads the log."""
+        event, ids = await self.bounded(
+            lambda: self._write_on_thread(lambda: self.sync.erase_stream(stream_id, closing)), "erase", write=True,
+        )
+        if self.on_appended is not None:
+            self.on_appended(ids)
+        return event
+
+    async def forget_erased_bytes(self) -> None:
+        """Make sure bytes erased earlier are in no log file (SQLite: empty the write-ahead log; PostgreSQL: nothing)."""
+        if self.sqlite is not None:
+            await self.bounded(lambda: self._write_on_thread(self.sync.forget_erased_bytes), "erase", write=True)
+
+    @asynccontextmanager
+    async def exclusively(self, lock: int) -> AsyncIterator[bool]:
+        """Hold a lock of the whole store while the block runs, if no other process holds it: yields whether this
+        one does (PostgreSQL: a session advisory lock, released with its connection if the process dies; SQLite:
+        one process owns the store, always True)."""
+        if self.pool is None:
+            yield True
+            return
+        async with self.pool.acquire() as connection:
+            held = bool(await connection.fetchval("SELECT pg_try_advisory_lock($1)", lock))
+            try:
+                yield held
+            finally:
+                if held:
+                    await connection.execute("SELECT pg_advisory_unlock($1)", lock)
 
     async def appends_done(self) -> None:
         """Wait until the appends this process has in flight now are stored (or failed)."""

@@ -6,6 +6,7 @@ threads and reads around the library where that is faster.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
@@ -14,10 +15,12 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent
 
 from domain.catalogue import CATALOGUE_EVENT_TYPES
+from domain.chain import ChainCells
 from domain.errors import FlowtrailError
 from domain.events import RUN_EVENT_TYPES
 from domain.idempotency import IDEMPOTENCY_EVENT_TYPES
 from engine.store.chain_links import ChainLinks
+from engine.store.erasure import ErasureSql, Redaction, checkpoint_sqlite, redactions, rewrite, stream_key
 from engine.store.location import (
     POOL_RECONNECT_SECONDS,
     POOL_WAIT_SECONDS,
@@ -28,6 +31,7 @@ from engine.store.location import (
 from engine.store.mapper import MsgspecMapper
 from engine.store.url import APP_NAME, StoreLocation, qualified_table
 
+log = logging.getLogger("flowtrail.store")
 STORED_EVENT_TYPES = (*RUN_EVENT_TYPES, *CATALOGUE_EVENT_TYPES, *IDEMPOTENCY_EVENT_TYPES)
 PAGE = 1000
 
@@ -90,6 +94,7 @@ class EventStore:
         self.events_table: str = recorder.events_table_name
         self._datastore: Any = recorder.datastore
         self.chain = ChainLinks(self._stored_link)
+        self._erasure_sql = ErasureSql.of(location.kind, location.schema, self.events_table)
         self.after_append: Callable[[Sequence[Any], list[int]], None] | None = None
         """Called with each append's events and notification ids once they are stored (the run read model's feed)."""
 
@@ -123,6 +128,55 @@ class EventStore:
         if self.after_append is not None:
             self.after_append(events, stored)
         return stored
+
+    def erase_stream(self, stream_id: UUID, closing: Callable[[int], Any]) -> tuple[Any, list[int]]:
+        """Replace the stored JSON of every event of the stream that holds content by its skeleton, and append
+        the event `closing(how many were rewritten)` returns, in one transaction (all or nothing).
+
+        Returns that event and its notification ids; ConcurrentAppend when its position is taken, and
+        `engine.store.erasure.SkeletonMismatch` (nothing changed) when a skeleton would break the chain.
+        """
+        key = stream_key(self.location.kind, stream_id)
+        with self._datastore.transaction(commit=False) as cursor:
+            cursor.execute(self._erasure_sql.select_rows, (key,))
+            rows = [tuple(r.values()) if isinstance(r, dict) else tuple(r) for r in cursor.fetchall()]
+        found = redactions(rows)
+        event = closing(len(found))
+        appended = [self.mapper.to_stored_event(event)]
+        cells = self.chain.cells(appended)
+        log.info("stream %s: erasing the content of %d events", stream_id.hex, len(found))
+        try:
+            ids = self._erase_in_one_transaction(key, appended, cells, found)
+        except IntegrityError as exc:
+            raise ConcurrentAppend(f"stream {stream_id.hex} already has position {event.originator_version}") from exc
+        self.chain.stored(appended, cells)
+        self.forget_erased_bytes()
+        if self.after_append is not None:
+            self.after_append([event], ids)
+        return event, ids
+
+    def forget_erased_bytes(self) -> None:
+        """On SQLite, move the write-ahead log into the file and empty it: erased bytes stay in no log file."""
+        if self.location.kind == "sqlite":
+            checkpoint_sqlite(self._datastore)
+
+    def _erase_in_one_transaction(
+        self, key: Any, appended: Sequence[StoredEvent], cells: Sequence[ChainCells], found: Sequence[Redaction],
+    ) -> list[int]:
+        """Insert the closing event (the library's insert, its lock and NOTIFY) and rewrite the rows, in one transaction."""
+        recorder: Any = self.app.recorder
+        if self.location.kind == "sqlite":
+            with self._datastore.get_connection(commit=True) as conn:
+                conn.cursor().execute("PRAGMA secure_delete = ON")  # freed bytes are overwritten, not left on the page
+                with conn.transaction(commit=True) as curs:
+                    ids = list(recorder._insert_events(curs, appended, chains=cells))
+                    rewrite(curs, self._erasure_sql, key, found)
+            return ids
+        with self._datastore.transaction(commit=True) as curs:
+            recorder._insert_stored_events(curs, appended, chains=cells)
+            ids = list(recorder._fetch_ids_after_insert_events(curs, appended))
+            rewrite(curs, self._erasure_sql, key, found)
+        return ids
 
     def stored_ids_if_same(self, rows: Sequence[StoredEvent]) -> list[int] | None:
         """The notification ids of rows already stored with exactly this content at their positions, else None."""

@@ -25,6 +25,7 @@ from psycopg.sql import SQL, Identifier
 
 from domain.chain import ChainCells
 from engine.store.chain_links import CHAIN_COLUMNS
+from engine.store.columns import add_missing_columns
 
 
 class ColumnArrayRecorder(PostgresApplicationRecorder):
@@ -46,16 +47,9 @@ class ColumnArrayRecorder(PostgresApplicationRecorder):
         """The library's table, then the chain's columns where they are missing (no lock when none is)."""
         super().create_table()
         with self.datastore.transaction(commit=True) as curs:
-            curs.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = %s",
-                (self.datastore.schema, self.events_table_name),
+            add_missing_columns(
+                curs, "postgres", self.datastore.schema, self.events_table_name, dict.fromkeys(CHAIN_COLUMNS, "bytea"),
             )
-            present = {row["column_name"] for row in curs.fetchall()}
-            for column in CHAIN_COLUMNS:
-                if column not in present:
-                    curs.execute(SQL("ALTER TABLE {}.{} ADD COLUMN IF NOT EXISTS {} bytea").format(
-                        Identifier(self.datastore.schema), Identifier(self.events_table_name), Identifier(column),
-                    ))
 
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
         """The library's insert, one attempt (its retry decorator left out)."""

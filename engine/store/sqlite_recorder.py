@@ -19,6 +19,7 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLite
 
 from domain.chain import ChainCells
 from engine.store.chain_links import CHAIN_COLUMNS
+from engine.store.columns import add_missing_columns
 
 
 class ChainedSqliteRecorder(SQLiteApplicationRecorder):
@@ -35,11 +36,7 @@ class ChainedSqliteRecorder(SQLiteApplicationRecorder):
         """The library's table, then the chain's columns where they are missing."""
         super().create_table()
         with self.datastore.transaction(commit=True) as c:
-            c.execute(f"PRAGMA table_info({self.events_table_name})")
-            present = {row["name"] for row in c.fetchall()}
-            for column in CHAIN_COLUMNS:
-                if column not in present:
-                    c.execute(f"ALTER TABLE {self.events_table_name} ADD COLUMN {column} BLOB")
+            add_missing_columns(c, "sqlite", "", self.events_table_name, dict.fromkeys(CHAIN_COLUMNS, "BLOB"))
 
     def _insert_events(
         self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], *, chains: Sequence[ChainCells] = (), **_: Any,

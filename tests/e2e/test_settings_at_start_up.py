@@ -151,9 +151,9 @@ def test_config_as_json_names_each_variables_value_and_source():
     assert done.returncode == 0 and "s3cret" not in done.stdout
     found = json.loads(done.stdout)
     assert found["FLOWTRAIL_API_KEYS"] == {"value": [
-        {"key": "***", "workflowNames": [], "workflowIds": [], "id": "ops", "seesAllRuns": False},
+        {"key": "***", "workflowNames": [], "workflowIds": [], "id": "ops", "seesAllRuns": False, "mayErase": False},
         {"key": "***", "workflowNames": [], "workflowIds": [], "id": found["FLOWTRAIL_API_KEYS"]["value"][1]["id"],
-         "seesAllRuns": False},
+         "seesAllRuns": False, "mayErase": False},
     ], "source": "environment"}
     assert found["FLOWTRAIL_API_KEYS"]["value"][1]["id"].startswith("key-")
     assert found["FLOWTRAIL_PORT"] == {"value": 2438, "source": "default"}

@@ -11,6 +11,7 @@ from tests.integration.test_api_openapi import openapi_document
 CHECKED = (
     answers.RunLinks, answers.CreatedRun, answers.StartedRun, answers.NodeView, answers.WorkspaceView, answers.TokenUsage,
     answers.RunView, answers.PauseView, answers.RunState, answers.ResumeResult, answers.CancelResult, answers.ChainHead,
+    answers.ErasedRun,
 )
 LISTING = (answers.RunListItem, answers.RunPage)
 """Checked by tests/e2e/test_client_listing.py against the listing route's answer (it lands with read-model)."""

@@ -57,3 +57,13 @@ def test_the_recorded_erased_run_is_the_skeletons_of_the_recorded_run_it_erased(
     assert [skeleton_of(bytes(row.state)) for row in whole] == [bytes(row.state) for row in erased[:-1]]
     last = MAPPER.decode_state(bytes(erased[-1].state))
     assert isinstance(last, ev.RunErased) and last.erased_by == "key-1" and last.events_erased == 11
+
+
+def test_an_erased_failure_keeps_the_code_its_error_text_named_and_nothing_else():
+    def erased(error: str) -> str:
+        state = msgspec.json.encode({"type": "RunFailed", "error": error, "originator_version": 9})
+        return str(msgspec.json.decode(skeleton_of(state))["error"])
+
+    assert erased("MODEL_TIMEOUT: the model at https://x did not answer about 'secret'") == "MODEL_TIMEOUT:"
+    assert erased("internal error: KeyError('secret')") == "internal error:"
+    assert erased("node 'work' failed: missing reference {{secret}}") == ""

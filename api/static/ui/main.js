@@ -107,9 +107,15 @@ async function showHome() {
 function runRow(item) {
   return h("tr", { dataset: { runId: item.runId } },
     h("td", {}, h("a", { href: `/ui/runs/${item.runId}`, "data-route": true }, h("code", {}, item.runId.slice(0, 12)))),
-    h("td", {}, item.workflowName), h("td", {}, badge(item.status)),
+    h("td", {}, item.workflowName), h("td", {}, badge(item.status), item.erasedAt ? erasedBadge(item.erasedAt) : null),
     h("td", {}, h("time", { datetime: item.createdAt }, new Date(item.createdAt).toLocaleString())),
     h("td", {}, String(item.lastEventId)));
+}
+
+function erasedBadge(erasedAt) {
+  const mark = badge("ERASED");
+  mark.title = `erased ${new Date(erasedAt).toLocaleString()}`;
+  return mark;
 }
 
 async function showRun(runId) {
@@ -166,12 +172,20 @@ async function showRun(runId) {
   };
   const schedule = () => { if (!frame) frame = requestAnimationFrame(paint); };
   const apply = (messages) => {
+    const wasErased = run.erased;
     for (const message of messages) {
       const changed = applyMessage(run, message);
       if (changed) dirty.add(changed);
     }
+    if (run.erased && !wasErased) whenErased();
     schedule();
   };
+  const whenErased = () => data(runPath).then((result) => { // the stream says that it was erased, the run says when
+    run.erasedAt = result.erasedAt;
+    root.dataset.erased = "true";
+    dirty.add("run");
+    schedule();
+  }).catch((error) => say(error.message, "error"));
 
   const follower = new StreamFollower({
     workflowName, runId,
