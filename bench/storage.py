@@ -74,12 +74,13 @@ class Disk:
         self.log = log
         self.table = log.events_table
 
-    def _pg(self, statement: str, autocommit: bool = False) -> Any:
+    def _pg(self, statement: str) -> Any:
         import psycopg
 
-        with psycopg.connect(PG_BASE, autocommit=autocommit) as conn:
-            row = conn.execute(statement).fetchone() if not autocommit else conn.execute(statement)
-            return row[0] if row is not None and not autocommit else None
+        with psycopg.connect(PG_BASE, autocommit=True) as conn:
+            cursor = conn.execute(statement)
+            row = cursor.fetchone() if cursor.description else None
+        return None if row is None else row[0]
 
     def _sqlite(self, statement: str) -> Any:
         import sqlite3
@@ -112,8 +113,8 @@ class Disk:
         if self.store.kind == "sqlite":
             return [("after VACUUM", lambda: self._sqlite("VACUUM"))]
         table = qualified_table(self.log.location.schema, self.table)
-        return [("after VACUUM", lambda: self._pg(f"VACUUM {table}", autocommit=True)),
-                ("after VACUUM FULL", lambda: self._pg(f"VACUUM FULL {table}", autocommit=True))]
+        return [("after VACUUM", lambda: self._pg(f"VACUUM {table}")),
+                ("after VACUUM FULL", lambda: self._pg(f"VACUUM FULL {table}"))]
 
 
 def erase(log: EventStore, run_id: UUID) -> float:

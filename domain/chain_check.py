@@ -91,8 +91,8 @@ class _Walk:
             self.problem(position, f"out of order: it comes after position {self.expected - 1}")
             return
         if position > self.expected:
-            missing = f"{self.expected}" if position == self.expected + 1 else f"{self.expected}-{position - 1}"
-            self.problem(self.expected, f"missing (positions {missing} are not there; the next line is {position})")
+            also = "" if position == self.expected + 1 else f", and every position after it up to {position - 1}"
+            self.problem(self.expected, f"missing{also} (the next line is position {position})")
             self.fresh = True
         self.report.events += 1
         self.expected = position + 1

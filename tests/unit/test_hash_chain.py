@@ -10,6 +10,7 @@ import msgspec
 from domain.chain import ChainCells, cells_for, event_line, genesis, split_line
 from domain.chain_check import check_lines, ranges
 from domain.erasure import skeleton_of
+from scripts.verify import summary
 from tests.fixtures.stored import LOGS, rows_of
 
 RUN = UUID("0e5a1d9c-0000-4000-8000-000000000004")
@@ -112,3 +113,17 @@ def test_a_log_stored_before_the_chain_began_is_said_not_covered_and_the_rest_ve
 def test_an_unchained_event_after_the_chain_began_is_reported():
     lines = [*LINES[:3], STATES[3], *LINES[4:]]
     assert [p.position for p in check_lines(lines).problems] == [4]
+
+
+def test_the_verify_summary_says_what_precedes_the_chain_and_what_is_erased_and_ends_with_ok():
+    report = check_lines(STATES[:2] + [event_line(s, c) for s, c in zip(STATES[2:], chained(STATES[2:]), strict=True)])
+    lines = summary(report)
+    assert lines[0] == f"run {RUN.hex}: {len(STATES)} events, head {report.head} at position {len(STATES)}"
+    assert "positions 1-2 were stored before the hash chain began: not covered" in lines
+    assert lines[-1] == "OK: every event verifies"
+
+
+def test_the_verify_summary_of_a_failure_names_the_first_position_last():
+    lines = summary(check_lines(LINES[:5] + LINES[6:]))
+    assert lines == ["position 6: missing (the next line is position 7)",
+                     "FAILED: 1 problem(s); the first at position 6"]
