@@ -8,6 +8,8 @@ from datetime import timedelta
 import pytest
 
 from engine.clock import utcnow
+from engine.readmodel import run_rows
+from engine.readmodel.table import ROWS_TABLE
 from engine.runs.creation import NewRun
 from engine.runs.retention import SWEEP_LOCK, Retention
 from engine.settings import RetentionSettings
@@ -52,3 +54,14 @@ async def test_while_another_replica_sweeps_this_one_erases_nothing(services, st
     finally:
         await other.close()
     assert await retention(services).sweep(utcnow() + timedelta(days=2)) == 1
+
+
+def test_a_run_row_table_made_before_erasure_gets_its_column_and_index_at_start_up(log):
+    rows = run_rows(log)
+    with rows.recorder.datastore.transaction(commit=True) as cursor:
+        cursor.execute(f"DROP INDEX IF EXISTS {ROWS_TABLE}_retention")
+        cursor.execute(f"ALTER TABLE {rows._table} DROP COLUMN erased_us")
+    upgraded = run_rows(log)
+    with upgraded.recorder.datastore.transaction(commit=False) as cursor:
+        cursor.execute(f"SELECT erased_us FROM {upgraded._table}")
+        assert cursor.fetchall() == []
