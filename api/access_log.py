@@ -8,6 +8,7 @@ import time
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.paths import CONTEXT, HEALTH, METRICS, READY
+from api.protocol import server_answer
 from engine.observability.metrics import CONTEXT_QUERIES, HTTP_DURATION, HTTP_REQUESTS
 
 logger = logging.getLogger("flowtrail.access")
@@ -20,7 +21,10 @@ CALLER_KEY_ID = "flowtrail.caller_key_id"
 
 
 class AccessLog:
-    """Logs method, route template, status, duration and key id of each request; never the key or a token."""
+    """Logs method, route template, status, duration and key id of each request; never the key or a token.
+
+    The status is the one the client got: the app's, or the server's own when it answered first (a body too late).
+    """
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -42,7 +46,7 @@ class AccessLog:
         try:
             await self.app(scope, receive, send_status)
         finally:
-            self._record(scope, status, time.perf_counter() - began)
+            self._record(scope, server_answer(scope) or status, time.perf_counter() - began)
 
     def _record(self, scope: Scope, status: int, seconds: float) -> None:
         route = scope.get("path_template") or UNMATCHED

@@ -12,11 +12,12 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
 
 from api.access_log import AccessLog
-from api.context import handle_context_error, is_context_path
+from api.context import handle_context_error
 from api.dependencies import service_dependencies
 from api.docs import docs_assets, redoc_plugin, swagger_ui_plugin
 from api.errors import handle_exception
 from api.health import MetricsController, Readiness
+from api.paths import is_context_path
 from api.routes import CONTROLLERS
 from api.store_deadline import StoreDeadline
 from engine.bootstrap import Services, tune_collector

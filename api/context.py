@@ -20,6 +20,7 @@ from api.dependencies import Injected
 from api.errors import NOT_LOGGED, classify
 from api.jsonbody import MAX_JSON_DEPTH, nesting_depth
 from api.paths import CONTEXT
+from api.uploads import read_json_body
 from domain.errors import FlowtrailError
 from engine.context.contract import (
     MAX_BODY_BYTES,
@@ -65,11 +66,6 @@ _decoders: dict[type, msgspec.json.Decoder[Any]] = {
 _NO_STORE = {"Cache-Control": "no-store"}
 
 
-def is_context_path(path: str) -> bool:
-    """True for the internal API's prefix and every path under it, routed or not."""
-    return path == CONTEXT or path.startswith(f"{CONTEXT}/")
-
-
 def handle_context_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     """Every internal-API error as `{code: <HTTP status>, message, data: null}`; messages never carry a token."""
     status, code, message = classify(exc)
@@ -92,7 +88,7 @@ async def _answer(
     if not is_loopback_address(request.client.host if request.client else None):
         raise NotLoopback()
     grant = context.authenticate(request.headers.get(TOKEN_HEADER))
-    body = await request.body()
+    body = await read_json_body(request, MAX_BODY_BYTES)
     if nesting_depth(body) > MAX_JSON_DEPTH:
         raise BadContextQuery(f"invalid request body: arrays and objects nest deeper than {MAX_JSON_DEPTH} levels")
     try:

@@ -19,7 +19,7 @@ from api.errors import ApiError
 from api.limits import KeyLimits
 from api.schemas import RUN_ID_DESCRIPTION, WORKFLOW_NAME_DESCRIPTION
 from domain.catalogue import WorkflowEntry
-from engine.access import ApiKey, KeyRing, may_use, sees_run
+from engine.access import ApiKey, KeyRing, may_use, reaches
 from engine.bootstrap import Services
 from engine.catalogue import Catalogue, WorkflowNotFound, numeric_id
 from engine.execution import RunExecutor
@@ -65,7 +65,7 @@ class RunAccess:
         """
         hot = await self.runs.hot(parse_run_id(run_id), first_page=first_page)
         created = hot.summary.created
-        if not may_use(key, created.workflow_name, created.workflow_id) or not sees_run(key, created.caller_key_id):
+        if not reaches(key, created):
             raise RunNotFound(run_id)
         if workflow is not None and not self._names(workflow, created.workflow_name, created.workflow_id):
             raise RunNotFound(run_id)
@@ -121,15 +121,15 @@ def service_dependencies(services: Services) -> dict[str, Provide]:
 
     async def caller(request: Request[Any, Any, Any]) -> ApiKey:
         key = keys.authenticate(request.headers.get("x-api-key"))
-        request.state[CALLER_KEY_ID] = key.key_id()  # the access log's key id, so it need not authenticate again
+        request.state[CALLER_KEY_ID] = key.id  # the access log's key id, so it need not authenticate again
         limits.admit(key)
         return key
 
     keys: KeyRing = services.keys
-    limits = KeyLimits(services.settings.limits, keys.keys)
+    limits = KeyLimits(services.settings.limits)
     access = RunAccess(services.runs, services.catalogue)
     parts: dict[str, Any] = {
-        "settings": services.settings, "runs": services.runs, "catalogue": services.catalogue,
+        "settings": services.settings, "runs": services.runs, "catalogue": services.catalogue, "keys": keys,
         "workspace": services.workspace, "context": services.context, "tokens": services.tokens,
         "store_kind": services.store.location.kind, "run_access": access,
         "read_model": services.read_model, "limits": limits, "eraser": services.eraser,

@@ -16,7 +16,7 @@ def idempotent_request(
     if key is None:
         return None
     return IdempotentRequest(
-        caller_key_id=caller.key_id(),
+        caller_key_id=caller.id,
         key=key,
         digest=request_digest(body.normalised(entry.name)),
         workflow_name=entry.name,

@@ -1,15 +1,16 @@
 """Per-key limits: how many SSE streams one API key holds open, and how fast it may send requests.
 
-Both are counted per configured key (by key id), in tables made once from the key ring: a
-request with a bad key is refused before it reaches them, so unknown keys cost no state. A
-refusal is `429` with the documented envelope and a `Retry-After` header (seconds).
+Both are counted per configured key (by key id), in tables that take a key's row when it first
+makes a request: a request with a bad key is refused before it reaches them, so unknown keys
+cost no state, and a key added by a reload of the keys is counted like the others. A refusal is
+`429` with the documented envelope and a `Retry-After` header (seconds).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from domain.errors import FlowtrailError
 from engine.access import ApiKey
@@ -71,21 +72,22 @@ class StreamSlot:
 class KeyLimits:
     """The per-key stream counts and request buckets of the configured keys."""
 
-    def __init__(self, settings: LimitSettings, keys: Iterable[ApiKey], clock: Callable[[], float] = time.monotonic):
+    def __init__(self, settings: LimitSettings, clock: Callable[[], float] = time.monotonic):
         self.settings = settings
         self.clock = clock
-        ids = {key.key_id() for key in keys}
-        self.streams: dict[str, int] = dict.fromkeys(ids, 0)
-        now = clock()
-        rate = settings.rate_limit_per_key
-        self.buckets = {key_id: TokenBucket(rate, settings.rate_limit_burst, now) for key_id in ids} if rate else {}
+        self.streams: dict[str, int] = {}
+        self.buckets: dict[str, TokenBucket] = {}
 
     def admit(self, key: ApiKey) -> None:
-        """Count one request of the key; RateLimited when it is over its rate."""
-        bucket = self.buckets.get(key.key_id())
-        if bucket is None:
+        """Count one request of the key (an authenticated one); RateLimited when it is over its rate."""
+        rate = self.settings.rate_limit_per_key
+        if not rate:
             return
-        wait = bucket.take(self.clock())
+        now = self.clock()
+        bucket = self.buckets.get(key.id)
+        if bucket is None:
+            bucket = self.buckets[key.id] = TokenBucket(rate, self.settings.rate_limit_burst, now)
+        wait = bucket.take(now)
         if wait:
             raise RateLimited(
                 f"more than {self.settings.rate_limit_per_key:g} requests a second (burst "
@@ -95,7 +97,7 @@ class KeyLimits:
 
     def open_stream(self, key: ApiKey) -> StreamSlot:
         """A stream slot of the key; TooManyStreams when it holds FLOWTRAIL_MAX_STREAMS_PER_KEY already."""
-        key_id = key.key_id()
+        key_id = key.id
         held = self.streams.get(key_id, 0)
         if held >= self.settings.max_streams_per_key:
             raise TooManyStreams(

@@ -94,7 +94,7 @@ def visible_query(caller: ApiKey, *, limit: int, statuses: Sequence[str] | None,
         raise validation_failed("workflow must not contain a NUL character (no workflow name does)")
     return RunQuery(
         limit=limit,
-        owner_key_id=None if caller.sees_all_runs else caller.key_id(),
+        owner_key_id=None if caller.sees_all_runs else caller.id,
         scope_names=tuple(caller.workflow_names),
         scope_ids=tuple(caller.workflow_ids),
         workflow_id=workflow_id,

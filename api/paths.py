@@ -19,3 +19,8 @@ METRICS = "/metrics"
 SWAGGER_ASSETS = "/static/swagger-ui"
 REDOC_ASSETS = "/static/redoc"
 CONTEXT = ROOT
+
+
+def is_context_path(path: str) -> bool:
+    """True for the internal API's prefix and every path under it, routed or not."""
+    return path == CONTEXT or path.startswith(f"{CONTEXT}/")

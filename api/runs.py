@@ -49,7 +49,7 @@ from domain.catalogue import WorkflowEntry
 from domain.errors import RunAlreadyFinished, RunAlreadyStarted
 from domain.idempotency import check_key
 from domain.run import check_startable
-from engine.access import ApiKey, may_erase_run
+from engine.access import ApiKey, KeyRing, may_erase_run
 from engine.catalogue import Catalogue, WorkflowNotFound
 from engine.context.views import ContextReader
 from engine.execution import RunExecutor
@@ -104,7 +104,7 @@ def new_run(entry: WorkflowEntry, body: CreateBody, caller: ApiKey) -> NewRun:
     """The run a creation request asks for."""
     return NewRun.of(
         entry, variables=body.request.variables, uploaded_files=tuple(f.path for f in body.files),
-        ttl_hours=body.request.ttl_hours, caller_key_id=caller.key_id(),
+        ttl_hours=body.request.ttl_hours, caller_key_id=caller.id,
     )
 
 
@@ -174,6 +174,7 @@ class RunController(Controller):
         request: Request[Any, Any, Any],
         workflow_name: WorkflowNameInPath,
         caller: Injected[ApiKey],
+        keys: Injected[KeyRing],
         catalogue: Injected[Catalogue],
         runs: Injected[RunService],
         workspace: Injected[Workspace],
@@ -193,7 +194,7 @@ class RunController(Controller):
             body = await read_create_body(request, run_dir, settings.uploads)
             if not body.request.run_async:
                 require_engine(optional_engine)
-                stream = open_stream(caller, limits, request, settings.stream)
+                stream = open_stream(caller, keys, limits, request, settings.stream)
             idempotency = idempotent_request(key, caller, entry, body)
             creation = await runs.create(new_run(entry, body, caller), run_id=run_id, idempotency=idempotency)
         except BaseException:
@@ -277,7 +278,7 @@ class RunController(Controller):
         """Erase the run's variables, files, model text, tool data, outputs and answers; keep its skeleton and chain."""
         if not may_erase_run(caller, run.summary.created.caller_key_id):
             raise ApiError("FORBIDDEN", "this key may erase only the runs it created (a key with mayErase may erase any it sees)")
-        return ok(erased_view(await eraser.erase(run.run_id, by=caller.key_id())))
+        return ok(erased_view(await eraser.erase(run.run_id, by=caller.id)))
 
     @get(
         "/{runId:str}/nodes/{nodeId:str}/logs",

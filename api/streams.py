@@ -22,10 +22,10 @@ from api.dependencies import Injected, RunAccess
 from api.errors import ApiError, validation_failed
 from api.limits import KeyLimits, StreamSlot
 from api.paths import WORKFLOW_RUN
+from api.protocol import response_deadline
 from api.schemas import EventStreamOperation, RunIdInPath, WorkflowNameInPath, stream_responses
-from api.server import response_deadline
 from api.sse import encode_frame
-from engine.access import ApiKey
+from engine.access import ApiKey, KeyRing, StandingAccess
 from engine.context.views import ContextReader
 from engine.observability.metrics import SSE_CLIENTS, SSE_MESSAGES
 from engine.runs.feed import Feed, Signal
@@ -40,6 +40,9 @@ from projections.wire import encode
 KEEPALIVE = ServerSentEventMessage(comment="keep-alive", data=None)
 SHUTTING_DOWN = ServerSentEventMessage(comment="server shutting down; reconnect with Last-Event-ID", data=None)
 """The last frame of a stream the server ends because it stops (a client tells it from a crash)."""
+ACCESS_ENDED = ServerSentEventMessage(comment="access ended: the API key was removed or no longer reaches this run",
+                                      data=None)
+"""The last frame of a stream whose caller's key a reload of the keys removed or narrowed (a reconnect is refused)."""
 EVENT_TYPES = (
     "node_status", "node_stream", "visit_recorded", "planner_decision", "workflow_complete", "workflow_error",
 )
@@ -182,10 +185,12 @@ async def resume_cursor(runs: RunService, hot: HotRun, raw: str | None) -> int:
 
 
 class OpenStream:
-    """A stream the caller may send: one of its key's stream slots taken, the response deadline armed."""
+    """A stream the caller may send: one of its key's stream slots taken, the response deadline armed, its access
+    asked again after every reload of the keys."""
 
-    def __init__(self, slot: StreamSlot, settings: StreamSettings) -> None:
+    def __init__(self, slot: StreamSlot, settings: StreamSettings, keys: KeyRing, caller: ApiKey) -> None:
         self._slot = slot
+        self._keys, self._caller = keys, caller
         self._idle = settings.keepalive_seconds
         self._until = time.monotonic() + settings.max_stream_seconds
 
@@ -194,7 +199,8 @@ class OpenStream:
         snapshot: ContextReader | None = None,
     ) -> AsyncIterator[ServerSentEventMessage]:
         """The run's messages after `cursor` as SSE, until its terminal message or FLOWTRAIL_MAX_STREAM_SECONDS
-        however far behind its client is; the slot is given back at the end.
+        however far behind its client is, or until a reload of the keys leaves the caller without access to the
+        run (at its next message or keep-alive); the slot is given back at the end.
 
         With `snapshot` (the reader that finds the visits of a run past its in-memory visit cap), a
         `snapshot` message of the run as it is now comes first and the stream goes on from there.
@@ -203,7 +209,7 @@ class OpenStream:
             feed = runs.follow(hot, cursor, wants=only.wants, idle=self._idle, until=self._until)
         else:
             feed = snapshot_first(runs, hot, only, snapshot, idle=self._idle, until=self._until)
-        return as_sse(feed, self._slot)
+        return as_sse(feed, self._slot, StandingAccess(self._keys, self._caller, hot.summary.created))
 
     def close(self) -> None:
         """Give the slot back unused (the request failed before its stream began)."""
@@ -211,13 +217,13 @@ class OpenStream:
 
 
 def open_stream(
-    caller: ApiKey, limits: KeyLimits, request: Request[Any, Any, Any], settings: StreamSettings,
+    caller: ApiKey, keys: KeyRing, limits: KeyLimits, request: Request[Any, Any, Any], settings: StreamSettings,
 ) -> OpenStream:
     """Take one of the caller's stream slots (TooManyStreams when its key holds FLOWTRAIL_MAX_STREAMS_PER_KEY) and
     arm the response deadline, so a client stuck past FLOWTRAIL_MAX_STREAM_SECONDS is cut (both stream paths)."""
     slot = limits.open_stream(caller)
     response_deadline(request.scope, settings.max_stream_seconds + DEADLINE_GRACE_SECONDS)
-    return OpenStream(slot, settings)
+    return OpenStream(slot, settings, keys, caller)
 
 
 async def snapshot_first(
@@ -233,12 +239,15 @@ async def snapshot_first(
             yield item
 
 
-async def as_sse(feed: Feed, slot: StreamSlot) -> AsyncIterator[ServerSentEventMessage]:
-    """The feed as Server-Sent Events; the stream slot is given back when it ends."""
+async def as_sse(feed: Feed, slot: StreamSlot, access: StandingAccess) -> AsyncIterator[ServerSentEventMessage]:
+    """The feed as Server-Sent Events, while the caller's access holds; the stream slot is given back when it ends."""
     SSE_CLIENTS.inc()
     try:
         async with aclosing(feed):
             async for item in feed:
+                if not access.holds():
+                    yield ACCESS_ENDED
+                    return
                 if type(item) is list:  # a batch of frames; `type(x) is`, as on the hot path (engine/runs/hot.py)
                     yield _counted(FrameBatch(item))
                 elif item is Signal.IDLE:
@@ -275,6 +284,7 @@ class RunStreamController(Controller):
         run_id: RunIdInPath,
         request: Request[Any, Any, Any],
         caller: Injected[ApiKey],
+        keys: Injected[KeyRing],
         run_access: Injected[RunAccess],
         runs: Injected[RunService],
         settings: Injected[Settings],
@@ -295,7 +305,7 @@ class RunStreamController(Controller):
         only = parse_filter(types, nodes)
         hot = await run_access.visible(caller, run_id, workflow_name, first_page=not wants_snapshot)
         cursor = await resume_cursor(runs, hot, last_event_id)
-        stream = open_stream(caller, limits, request, settings.stream)
+        stream = open_stream(caller, keys, limits, request, settings.stream)
         return ServerSentEvent(
             stream.follow(runs, hot, cursor, only=only, snapshot=context if wants_snapshot else None),
             headers={"X-Accel-Buffering": "no"},

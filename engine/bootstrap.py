@@ -12,7 +12,7 @@ from functools import partial
 from typing import Any
 from uuid import UUID
 
-from engine.access import KeyRing
+from engine.access import KeyFile, KeyRing
 from engine.catalogue import DEMO_DIR, Catalogue
 from engine.context.access import VisitContextTools
 from engine.context.tokens import ContextTokens
@@ -54,6 +54,7 @@ class Services:
     read_model: ReadModel
     eraser: RunEraser
     retention: Retention
+    key_file: KeyFile | None = None
     tail: PostgresTail | None = None
     engine: RunExecutor | None = None
     dispatch: JobDispatch | None = None
@@ -92,6 +93,16 @@ class Services:
         if self.engine is not None:
             await self.engine.recover()
         self.tokens.start()
+        if self.key_file is not None:
+            self._sweepers.append(asyncio.create_task(self.key_file.watch(), name="flowtrail-key-file-watch"))
+
+    def reload_keys(self) -> None:
+        """Re-read the key file now (SIGHUP); keys from FLOWTRAIL_API_KEYS cannot change while the process runs."""
+        if self.key_file is not None:
+            self.key_file.ask()
+            return
+        logger.warning("asked to reload the API keys, but they come from FLOWTRAIL_API_KEYS (or are the demo key), "
+                       "which a running process cannot re-read: nothing changed (FLOWTRAIL_API_KEYS_FILE can be reloaded)")
 
     async def _requeue_orphans(self) -> None:
         if self.engine is not None:
@@ -191,10 +202,14 @@ def build_services(settings: Settings, *, encode_frame: FrameEncoder,
         store.on_appended = tail.appended_here
         dispatch = JobDispatch(location, settings.dispatch, execute=tasks.execute_here, on_stop=tasks.stop_taking_runs)
     engine = Engine(runs, tasks, dispatch=dispatch)
+    keys = KeyRing(settings.api_keys)
+    key_file = None if settings.api_keys_file is None else KeyFile(
+        settings.api_keys_file, keys, poll_seconds=settings.api_keys_poll_seconds,
+    )
     read_model = ReadModel(store)
     eraser = RunEraser(store, hot_runs, workspace)
     return Services(
-        settings=settings, store=store, hot_runs=hot_runs, runs=runs, keys=KeyRing(settings.api_keys),
+        settings=settings, store=store, hot_runs=hot_runs, runs=runs, keys=keys, key_file=key_file,
         catalogue=catalogue, workspace=workspace, tail=tail, engine=engine, tokens=tokens,
         context=ContextReader(
             runs, hot_runs, tokens, enabled=settings.context.enabled,

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from engine.access import DEMO_KEY, ApiKey, check_api_keys
-from engine.config import SettingsError, read_section, refuse_unknown_variables, setting, variables
+from engine.access import DEMO_KEY, ApiKey, check_api_keys, read_key_file
+from engine.config import SettingsError, read_field, read_section, refuse_unknown_variables, setting, variables
 from engine.hermes.gateways import HermesGateway, check_gateways
 from engine.llm.config import RESERVED_MODEL_IDS, ModelConfig
 from engine.loopback import is_loopback
@@ -102,6 +102,30 @@ class LimitSettings:
         "FLOWTRAIL_HEADER_TIMEOUT_SECONDS", "a connection that has not sent a whole request head (request line and "
         "headers) this long after it opened or after its last response is closed", gt=0,
     )] = 10.0
+    max_head_bytes: Annotated[int, setting(
+        "FLOWTRAIL_MAX_HEAD_BYTES", "largest request head (request line, headers and the blank line), in bytes; "
+        "beyond it `431 HEADERS_TOO_LARGE`, refused as it arrives", ge=1024,
+    )] = 64 * 1024
+    max_header_line_bytes: Annotated[int, setting(
+        "FLOWTRAIL_MAX_HEADER_LINE_BYTES", "largest header line (`Name: value`), in bytes; beyond it "
+        "`431 HEADERS_TOO_LARGE`", ge=256,
+    )] = 16 * 1024
+    max_headers: Annotated[int, setting(
+        "FLOWTRAIL_MAX_HEADERS", "most header lines in a request head; one more is `431 HEADERS_TOO_LARGE`", ge=8,
+    )] = 100
+    max_url_bytes: Annotated[int, setting(
+        "FLOWTRAIL_MAX_URL_BYTES", "longest request target (path and query), in bytes; beyond it `414 URI_TOO_LONG`",
+        ge=256,
+    )] = 8 * 1024
+    body_timeout_seconds: Annotated[float, setting(
+        "FLOWTRAIL_BODY_TIMEOUT_SECONDS", "a request body has this long to arrive, plus a second for every "
+        "FLOWTRAIL_BODY_MIN_BYTES_PER_SECOND bytes received; later, `408 REQUEST_TIMEOUT` and nothing is stored",
+        gt=0,
+    )] = 30.0
+    body_min_bytes_per_second: Annotated[int, setting(
+        "FLOWTRAIL_BODY_MIN_BYTES_PER_SECOND", "the slowest average rate a long request body may arrive at (0: the "
+        "whole body within FLOWTRAIL_BODY_TIMEOUT_SECONDS)", ge=0,
+    )] = 16 * 1024
 
 
 @dataclass(frozen=True)
@@ -250,13 +274,21 @@ class Settings:
     )] = None
     api_keys: Annotated[tuple[ApiKey, ...], setting(
         "FLOWTRAIL_API_KEYS", "JSON list of `{\"key\", \"id\", \"workflowNames\", \"workflowIds\", \"seesAllRuns\", \"mayErase\"}`: "
-        "both lists empty = every workflow; a key uses only the runs it created unless `seesAllRuns`; `id` is the "
-        "stable, non-secret name runs are recorded under (default: a hash of the key; ids must differ); `mayErase` lets it "
-        "erase any run it sees (an owner may always erase its own). "
+        "both lists empty = every workflow; a key uses only the runs it created unless `seesAllRuns`; `id` "
+        "(required, distinct) is the stable, non-secret name its runs are recorded under; `mayErase` lets it erase any "
+        "run it sees (an owner may always erase its own). "
         "Unset: the key `demo-key`, no scope limit, sees all runs", secret=True,
     )] = (DEMO_KEY,)
+    api_keys_file: Annotated[Path | None, setting(
+        "FLOWTRAIL_API_KEYS_FILE", "a file holding the keys, in FLOWTRAIL_API_KEYS's JSON shape (set one of the two): "
+        "re-read on SIGHUP and when it changes, so keys are added, changed and revoked without a restart "
+        "(docs/operations.md, \"API keys\")",
+    )] = None
+    api_keys_poll_seconds: Annotated[float, setting(
+        "FLOWTRAIL_API_KEYS_FILE_POLL_SECONDS", "how often the key file is read to see whether it changed", gt=0,
+    )] = 5.0
     demo_key_in_use: bool = True
-    """True when FLOWTRAIL_API_KEYS was unset and `demo-key` was created."""
+    """True when no keys were configured and `demo-key` was created."""
     allow_demo_key_on_network: Annotated[bool, setting(
         "FLOWTRAIL_ALLOW_DEMO_KEY_ON_NETWORK", "serve a non-loopback FLOWTRAIL_HOST with the generated `demo-key` "
         "(FLOWTRAIL_API_KEYS unset); false: `flowtrail serve` refuses to",
@@ -295,8 +327,8 @@ class Settings:
         if not env.get("FLOWTRAIL_DATABASE_URL"):
             default_url = f"sqlite:///{settings.data_dir}/flowtrail.db"
             settings = dataclasses.replace(settings, store=dataclasses.replace(settings.store, database_url=default_url))
-        settings = dataclasses.replace(settings, demo_key_in_use=not env.get("FLOWTRAIL_API_KEYS"))
-        check_api_keys(settings.api_keys)
+        settings = dataclasses.replace(settings, api_keys=configured_keys(env), demo_key_in_use=(
+            not env.get("FLOWTRAIL_API_KEYS") and settings.api_keys_file is None))
         _check_demo_key_exposure(settings)
         _check_database_url(settings.store.database_url)
         _check_workflows_dir(settings.workflows_dir)
@@ -310,12 +342,27 @@ class Settings:
         return settings
 
 
+def configured_keys(env: Mapping[str, str]) -> tuple[ApiKey, ...]:
+    """The checked API keys a service started with this environment serves: its key file's, else FLOWTRAIL_API_KEYS's,
+    else `demo-key`."""
+    path: Path | None = read_field(Settings, "api_keys_file", env)
+    if path is None:
+        keys: tuple[ApiKey, ...] = read_field(Settings, "api_keys", env)
+        check_api_keys(keys)
+        return keys
+    if env.get("FLOWTRAIL_API_KEYS"):
+        raise SettingsError("FLOWTRAIL_API_KEYS_FILE", "FLOWTRAIL_API_KEYS is set too",
+                            "the keys in one place: FLOWTRAIL_API_KEYS or FLOWTRAIL_API_KEYS_FILE")
+    return read_key_file(path)
+
+
 def _check_demo_key_exposure(settings: Settings) -> None:
     if settings.demo_key_in_use and not settings.allow_demo_key_on_network and not is_loopback(settings.host):
         raise SettingsError(
             "FLOWTRAIL_HOST", f"{settings.host!r} is not a loopback address and FLOWTRAIL_API_KEYS is unset, "
             "so anyone on the network could use the generated `demo-key`",
-            "a loopback address, or FLOWTRAIL_API_KEYS set, or FLOWTRAIL_ALLOW_DEMO_KEY_ON_NETWORK=true",
+            "a loopback address, or FLOWTRAIL_API_KEYS (or FLOWTRAIL_API_KEYS_FILE) set, or "
+            "FLOWTRAIL_ALLOW_DEMO_KEY_ON_NETWORK=true",
         )
 
 

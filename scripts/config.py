@@ -26,7 +26,7 @@ def masked(variable: Variable, value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
     if isinstance(value, tuple) and all(isinstance(item, ApiKey) for item in value):
-        return [{**msgspec.to_builtins(item), "key": MASK, "id": item.key_id()} for item in value]
+        return [{**msgspec.to_builtins(item), "key": MASK} for item in value]
     if isinstance(value, tuple):
         return msgspec.to_builtins(value)
     if variable.name == "FLOWTRAIL_DATABASE_URL":
@@ -47,20 +47,29 @@ def _url_without_password(url: str) -> str:
 def effective(groups: tuple[Any, ...], environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     """Each variable's effective (masked) value and whether it came from the environment or the default."""
     return {
-        v.name: {
-            "value": masked(v, value_at(group, v.path)),
-            "source": "environment" if environ.get(v.name) else "default",
-        }
+        v.name: {"value": masked(v, value_at(group, v.path)), "source": source(v.name, environ)}
         for group in groups
         for v in variables(type(group))
     }
 
 
+def source(name: str, environ: Mapping[str, str]) -> str:
+    """Where a variable's value came from: `environment`, `key file` (the keys of FLOWTRAIL_API_KEYS_FILE) or `default`."""
+    if environ.get(name):
+        return "environment"
+    if name == "FLOWTRAIL_API_KEYS" and environ.get("FLOWTRAIL_API_KEYS_FILE"):
+        return "key file"
+    return "default"
+
+
+SOURCE_NOTES = {"default": "  # default", "key file": "  # from FLOWTRAIL_API_KEYS_FILE"}
+
+
 def text_line(name: str, entry: Mapping[str, Any]) -> str:
-    """`NAME=value`, as an environment file would say it, marked when it is the default."""
+    """`NAME=value`, as an environment file would say it, marked when it is the default or read from the key file."""
     value = entry["value"]
     shown = "" if value is None else value if isinstance(value, str) else json.dumps(value)
-    return f"{name}={shown}" + ("  # default" if entry["source"] == "default" else "")
+    return f"{name}={shown}" + SOURCE_NOTES.get(entry["source"], "")
 
 
 def show_config(*, as_json: bool = False) -> int:

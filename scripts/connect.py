@@ -12,9 +12,8 @@ from typing import Annotated, Any
 from uuid import UUID
 
 from client import DEFAULT_URL, ApiError, ClientError, FlowtrailClient
-from engine.access import ApiKey, check_api_keys
 from engine.config import read_field, read_section, setting, variables
-from engine.settings import Settings
+from engine.settings import Settings, configured_keys
 
 
 @dataclass(frozen=True)
@@ -73,10 +72,8 @@ def service_url(given: str | None) -> str:
 
 
 def served_key() -> str:
-    """The first key the local service is configured with (FLOWTRAIL_API_KEYS; unset: `demo-key`)."""
-    keys: tuple[ApiKey, ...] = read_field(Settings, "api_keys", os.environ)
-    check_api_keys(keys)
-    return keys[0].key
+    """The first key the local service is configured with (its key file, else FLOWTRAIL_API_KEYS; unset: `demo-key`)."""
+    return configured_keys(os.environ)[0].key
 
 
 def api_key(given: str | None, *fallbacks: str) -> str | None:

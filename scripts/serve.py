@@ -4,17 +4,22 @@ touches no run."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import logging
 import math
+import signal
 import socket
+from collections.abc import Callable
 from typing import IO
 
 import uvicorn
 
 from api.app import create_app
-from api.server import GracefulServer, connection_options
+from api.protocol import connection_options
+from api.server import GracefulServer
 from api.sse import encode_frame
+from engine.access import warn_of_former_ids
 from engine.bootstrap import build_services
 from engine.config import SettingsError
 from engine.dispatch.solo import AlreadyServed, hold_serve_lock
@@ -64,9 +69,13 @@ class Server(GracefulServer):
 
     started_up: StartupLock | None = None
     """Released once the app has started (or failed to), so the next replica may start."""
+    on_hangup: Callable[[], None] | None = None
+    """What SIGHUP does (re-read the API key file); without it, SIGHUP ends the process as by default."""
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         """Start the app (the store opens, runs are recovered), then serve the sockets."""
+        if self.on_hangup is not None:
+            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.on_hangup)
         try:
             await super().startup(sockets=sockets)
         finally:
@@ -94,6 +103,7 @@ def serve() -> int:
     services = build_services(settings, encode_frame=encode_frame)
     if settings.demo_key_in_use:
         log.warning("FLOWTRAIL_API_KEYS is unset: created the API key 'demo-key' with no scope limit")
+    warn_of_former_ids(settings.api_keys)
     log.info("store: %s", services.store.location.kind)
     config = uvicorn.Config(
         create_app(services), lifespan="on",
@@ -102,6 +112,7 @@ def serve() -> int:
     )
     server = Server(config, on_stop=services.hot_runs.close_streams)
     server.started_up = startup_lock
+    server.on_hangup = services.reload_keys
     try:
         server.run(sockets=[sock])
     finally:

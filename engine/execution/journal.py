@@ -10,7 +10,7 @@ point, so it is handed over directly; the journal counts the chunks since its la
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from domain.events import RunEvent
@@ -31,10 +31,18 @@ class Journal:
         """The run's state after everything appended so far."""
         return self.writer.run
 
-    async def decide(self, *decisions: Decision) -> list[RunEvent]:
-        """Append the decisions' events in one transaction."""
+    async def decide(self, *decisions: Decision, then: Callable[[list[RunEvent]], None] | None = None) -> list[RunEvent]:
+        """Append the decisions' events in one transaction; `then` sees them as soon as they are stored, even when
+        the awaiting task was cancelled meanwhile (so what it folds never lags the log)."""
         self._unflushed = 0
-        return await self._shielded(self.writer.decide(*decisions))
+        return await self._shielded(self._decide_then(decisions, then))
+
+    async def _decide_then(self, decisions: tuple[Decision, ...], then: Callable[[list[RunEvent]], None] | None,
+                           ) -> list[RunEvent]:
+        events = await self.writer.decide(*decisions)
+        if then is not None:
+            then(events)
+        return events
 
     async def stream(self, *, visit_uuid: str, node_id: str, kind: str, content: str, tool_name: str | None = None) -> None:
         """Append (buffered) one stream chunk of a visit."""

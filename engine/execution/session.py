@@ -105,11 +105,12 @@ class RunSession:
         return node
 
     async def decide(self, *decisions: Decision) -> list[RunEvent]:
-        """Append decisions in one transaction and fold them into the progress."""
-        events = await self.journal.decide(*decisions)
+        """Append decisions in one transaction and fold them into the progress (even if a time limit cuts the wait)."""
+        return await self.journal.decide(*decisions, then=self._fold)
+
+    def _fold(self, events: list[RunEvent]) -> None:
         for event in events:
             self.progress.apply(event)
-        return events
 
     # ---- the whole run -------------------------------------------------------------
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
@@ -12,6 +13,16 @@ from tests.support.api import DEMO_KEY, start_api_server
 from tests.support.engine_runs import engine_settings
 from tests.support.server import RunningServer, server_settings
 from tests.support.stores import drop_schema, store_url
+
+
+@pytest.fixture
+def server_log(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
+    """Every record of flowtrail's and uvicorn's loggers (uvicorn's do not reach the root logger)."""
+    caplog.set_level(logging.INFO)
+    uvicorn = logging.getLogger("uvicorn")
+    uvicorn.addHandler(caplog.handler)
+    yield caplog
+    uvicorn.removeHandler(caplog.handler)
 
 
 @pytest.fixture

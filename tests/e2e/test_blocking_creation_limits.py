@@ -2,7 +2,7 @@
 `GET …/stream` (issue 21): it takes one of the key's FLOWTRAIL_MAX_STREAMS_PER_KEY slots, and it ends at
 FLOWTRAIL_MAX_STREAM_SECONDS even when its client reads nothing.
 
-The server is the test's own, with the connection guards `flowtrail serve` has (api.server) and the hand-driven
+The server is the test's own, with the connection guards `flowtrail serve` has (api.protocol) and the hand-driven
 engine (a started run goes on until the test ends it). The limits do not depend on the store and run on SQLite.
 """
 

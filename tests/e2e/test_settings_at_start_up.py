@@ -51,6 +51,7 @@ def test_serve_exits_with_a_one_line_error_naming_the_unknown_field(tmp_path, va
     ("FLOWTRAIL_PORT", "eighty"),
     ("FLOWTRAIL_API_KEYS", "[]"),
     ("FLOWTRAIL_API_KEYS", '[{"key": "s3cret",'),
+    ("FLOWTRAIL_API_KEYS", '[{"key": "s3cret"}]'),
     ("FLOWTRAIL_DATABASE_URL", "mysql://root:s3cret@db/flowtrail"),
     ("FLOWTRAIL_MODELS", json.dumps([MODEL, MODEL])),
     ("FLOWTRAIL_DEFAULT_MODEL", "gpt-9"),
@@ -129,7 +130,7 @@ def test_demo_help_lists_the_demo_workflows():
 
 
 SECRETS = {
-    "FLOWTRAIL_API_KEYS": json.dumps([{"key": "k-s3cret-1", "id": "ops"}, {"key": "k-s3cret-2"}]),
+    "FLOWTRAIL_API_KEYS": json.dumps([{"key": "k-s3cret-1", "id": "ops"}, {"key": "k-s3cret-2", "id": "auditor", "seesAllRuns": True}]),
     "FLOWTRAIL_DATABASE_URL": "postgresql://flow:pw-s3cret@db.internal:5433/flowtrail",
     "FLOWTRAIL_DEMO_KEY": "k-s3cret-1",
     "FLOWTRAIL_MODELS": json.dumps([{**MODEL, "api_key_env": "FLOWTRAIL_OPENAI_KEY"}]),
@@ -152,11 +153,18 @@ def test_config_as_json_names_each_variables_value_and_source():
     found = json.loads(done.stdout)
     assert found["FLOWTRAIL_API_KEYS"] == {"value": [
         {"key": "***", "workflowNames": [], "workflowIds": [], "id": "ops", "seesAllRuns": False, "mayErase": False},
-        {"key": "***", "workflowNames": [], "workflowIds": [], "id": found["FLOWTRAIL_API_KEYS"]["value"][1]["id"],
-         "seesAllRuns": False, "mayErase": False},
+        {"key": "***", "workflowNames": [], "workflowIds": [], "id": "auditor", "seesAllRuns": True, "mayErase": False},
     ], "source": "environment"}
-    assert found["FLOWTRAIL_API_KEYS"]["value"][1]["id"].startswith("key-")
     assert found["FLOWTRAIL_PORT"] == {"value": 2438, "source": "default"}
+
+
+def test_config_shows_the_keys_of_the_key_file_masked_and_says_where_they_came_from(tmp_path):
+    path = tmp_path / "keys.json"
+    path.write_text(json.dumps([{"key": "k-s3cret-1", "id": "ops"}]))
+    done = flowtrail("config", env={"FLOWTRAIL_API_KEYS_FILE": str(path)})
+    assert done.returncode == 0 and "s3cret" not in done.stdout
+    assert ('FLOWTRAIL_API_KEYS=[{"key": "***", "workflowNames": [], "workflowIds": [], "id": "ops", '
+            '"seesAllRuns": false}]  # from FLOWTRAIL_API_KEYS_FILE') in done.stdout.splitlines()
 
 
 def test_config_refuses_a_bad_setting_as_serve_does():

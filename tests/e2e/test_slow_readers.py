@@ -1,7 +1,7 @@
 """Slow and stuck readers of a fast 50,000-event run (issue 11): bounded memory, the others unaffected, the stuck cut.
 
 The server is the test's own (in this process: its memory is this process's RSS; the readers are
-bare sockets that keep only ids), with the connection guards `flowtrail serve` has (api.server).
+bare sockets that keep only ids), with the connection guards `flowtrail serve` has (api.protocol).
 The run is longer than the memory buffer (5,000 messages), so a lagging reader is served from
 the store: that read differs per store, so the first test runs on both; the deadline test does
 not depend on the store and runs on SQLite.

@@ -125,7 +125,8 @@ async def test_a_reader_that_falls_behind_the_memory_buffer_mid_stream_still_get
         visit = await open_visit(writer)
         await stream_steps(writer, visit, 100)
         hot = await services.runs.hot(run_id)
-        frames = OpenStream(StreamSlot(lambda: None), services.settings.stream).follow(services.runs, hot, 0)
+        opened = OpenStream(StreamSlot(lambda: None), services.settings.stream, services.keys, services.keys.keys[0])
+        frames = opened.follow(services.runs, hot, 0)
         ids = [int(i) for i in re.findall(rb"id: (\d+)", (await anext(frames)).encode())]
         await stream_steps(writer, visit, 7000, start=100)
         await finish(writer, visit)

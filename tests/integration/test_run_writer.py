@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from functools import partial
 
 import pytest
 
@@ -12,6 +13,7 @@ from domain import events as ev
 from domain import run as decide
 from domain.errors import IllegalTransition, RunAlreadyStarted
 from engine.bootstrap import build_services
+from engine.execution.journal import Journal
 from engine.runs.writer import MAX_BUFFERED_CHUNKS, RunTakenOver
 from tests.support.api import log_end
 from tests.support.runs import finish, new_run, open_visit, stream_steps
@@ -199,3 +201,19 @@ async def test_an_executing_writer_whose_failed_append_was_stored_after_all_take
     steps = [e.content for e in events if isinstance(e, ev.NodeStreamed)]
     assert steps == [f'{{"iteration":{i}}}' for i in range(6)]
     assert writer.taken_over is None and writer.run.version == events[-1].originator_version
+
+
+async def test_a_decision_whose_waiting_task_is_cancelled_is_still_folded_once_it_is_stored(services):
+    run_id = await new_run(services)
+    inflight: set[asyncio.Future] = set()
+    journal, folded = Journal(await services.runs.writer(run_id), inflight), []
+    start_visit = partial(decide.start_visit, visit_uuid="v1", node_id="research", node_type="agent",
+                          node_label="Research", iter_seq=0, sort_order=1)
+    waiting = asyncio.create_task(journal.decide(start_visit, then=folded.extend))
+    await asyncio.sleep(0)
+    waiting.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await waiting
+    await asyncio.gather(*inflight)
+    assert [type(e) for e in folded] == [ev.VisitStarted]
+    assert folded == (await services.runs.events(run_id))[-1:]

@@ -13,7 +13,7 @@ from typing import Any
 from uuid import UUID, uuid4
 
 from domain import run as decide
-from engine.access import ApiKey
+from engine.access import ApiKey, read_key_file
 from engine.bootstrap import Services
 from engine.execution import CancelOutcome, RunExecutor
 from engine.settings import UploadSettings
@@ -110,10 +110,13 @@ class ManualEngine:
 
 async def start_api_server(
     store: str, data_dir: Path, *, keys: tuple[ApiKey, ...] = KEYS, uploads: UploadSettings | None = None,
-    manual: bool = True, **stream: Any,
+    manual: bool = True, key_file: Path | None = None, key_poll_seconds: float = 3600.0, **stream: Any,
 ) -> RunningServer:
-    """A server over `store` with the seed's keys and the two test workflows published."""
+    """A server over `store` with the seed's keys (or a key file's) and the two test workflows published."""
     settings = replace(server_settings(store, data_dir, **stream), api_keys=keys)
+    if key_file is not None:
+        settings = replace(settings, api_keys=read_key_file(key_file), api_keys_file=key_file,
+                           api_keys_poll_seconds=key_poll_seconds)
     if uploads is not None:
         settings = replace(settings, uploads=uploads)
     server = RunningServer(settings)

@@ -14,13 +14,13 @@ from pathlib import Path
 import httpx
 import uvicorn
 
-from api.server import connection_options
+from api.protocol import connection_options
 from engine.settings import Settings
 from tests.support.server import RunningServer
 
 
 class GuardedServer(RunningServer):
-    """A test server run as `flowtrail serve` runs it: the guarded protocol and its timeouts (api.server)."""
+    """A test server run as `flowtrail serve` runs it: the guarded protocol and its timeouts (api.protocol)."""
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)

@@ -1,4 +1,4 @@
-"""Per-key limits: the token bucket, stream slots, and tables only as large as the configured keys."""
+"""Per-key limits: the token bucket, stream slots, and tables only as large as the keys that made requests."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def test_a_bucket_gives_its_burst_at_once_then_its_rate_and_says_how_long_to_wai
 
 def test_a_key_over_its_rate_is_refused_with_retry_after_and_another_key_is_not():
     clock = Clock()
-    limits = KeyLimits(LimitSettings(rate_limit_per_key=1, rate_limit_burst=2), [A, B], clock=clock)
+    limits = KeyLimits(LimitSettings(rate_limit_per_key=1, rate_limit_burst=2), clock=clock)
     limits.admit(A)
     limits.admit(A)
     with pytest.raises(RateLimited) as refused:
@@ -42,14 +42,14 @@ def test_a_key_over_its_rate_is_refused_with_retry_after_and_another_key_is_not(
 
 
 def test_no_rate_means_no_bucket_at_all():
-    limits = KeyLimits(LimitSettings(rate_limit_per_key=0), [A])
+    limits = KeyLimits(LimitSettings(rate_limit_per_key=0))
     assert limits.buckets == {}
     for _ in range(1000):
         limits.admit(A)
 
 
 def test_stream_slots_are_counted_per_key_and_given_back_once():
-    limits = KeyLimits(LimitSettings(max_streams_per_key=2), [A, B])
+    limits = KeyLimits(LimitSettings(max_streams_per_key=2))
     first, second = limits.open_stream(A), limits.open_stream(A)
     with pytest.raises(TooManyStreams) as refused:
         limits.open_stream(A)
@@ -62,6 +62,13 @@ def test_stream_slots_are_counted_per_key_and_given_back_once():
     assert limits.streams == {"a": 0, "b": 0}
 
 
-def test_the_tables_hold_the_configured_keys_only():
-    limits = KeyLimits(LimitSettings(rate_limit_per_key=5), [A, B])
-    assert set(limits.streams) == set(limits.buckets) == {"a", "b"}
+def test_the_tables_hold_only_keys_that_made_requests_so_a_key_added_by_a_reload_is_limited_too():
+    limits = KeyLimits(LimitSettings(rate_limit_per_key=5, rate_limit_burst=1))
+    assert limits.streams == limits.buckets == {}
+    limits.admit(A)
+    limits.open_stream(B).release()
+    assert set(limits.buckets) == {"a"} and set(limits.streams) == {"b"}
+    added = ApiKey(key="c-secret", id="c")
+    limits.admit(added)
+    with pytest.raises(RateLimited):
+        limits.admit(added)

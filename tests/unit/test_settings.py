@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
 
-from engine.access import DEMO_KEY
+from engine.access import DEMO_KEY, ApiKey, former_id, ids_naming_their_secret
 from engine.config import SettingsError
 from engine.settings import Settings
 
@@ -34,7 +35,7 @@ def test_with_nothing_set_the_settings_are_the_model_defaults_with_the_generated
 
 def test_the_generated_demo_key_sees_all_runs():
     (key,) = Settings.from_env({}).api_keys
-    assert (key.key, key.key_id(), key.sees_all_runs) == ("demo-key", "demo", True)
+    assert (key.key, key.id, key.sees_all_runs) == ("demo-key", "demo", True)
 
 
 def test_values_are_converted_from_text_to_their_fields_types(tmp_path):
@@ -52,14 +53,55 @@ def test_an_empty_variable_counts_as_unset():
 
 
 def test_a_configured_key_sees_only_its_own_runs_unless_it_says_so():
-    keys = keys_from('[{"key": "a"}, {"key": "b", "seesAllRuns": true}]')
+    keys = keys_from('[{"key": "a", "id": "a"}, {"key": "b", "id": "b", "seesAllRuns": true}]')
     assert [k.sees_all_runs for k in keys] == [False, True]
-    assert not Settings.from_env({"FLOWTRAIL_API_KEYS": '[{"key": "a"}]'}).demo_key_in_use
+    assert not Settings.from_env({"FLOWTRAIL_API_KEYS": '[{"key": "a", "id": "a"}]'}).demo_key_in_use
 
 
-def test_a_key_without_an_id_is_named_by_a_hash_never_by_the_key_itself():
-    (key,) = keys_from('[{"key": "s3cret-value"}]')
-    assert key.key_id().startswith("key-") and "s3cret" not in key.key_id()
+def test_a_key_without_an_id_is_refused_with_the_way_to_keep_the_runs_it_created_before():
+    message = refusal({"FLOWTRAIL_API_KEYS": '[{"key": "k1", "id": "ops"}, {"key": "s3cret-value"}]'})
+    assert message.startswith("FLOWTRAIL_API_KEYS: key 2 of 2 has no `id`")
+    assert 'printf %s "$KEY" | sha256sum | cut -c1-12' in message and "s3cret" not in message
+    assert former_id("s3cret-value") not in message
+
+
+def test_the_former_id_is_the_prefix_of_the_secrets_sha256_that_runs_were_recorded_under():
+    assert former_id("s3cret-value") == "key-" + hashlib.sha256(b"s3cret-value").hexdigest()[:12]
+
+
+def test_an_id_kept_from_before_is_told_apart_from_a_chosen_one():
+    keys = keys_from(json.dumps([{"key": "old-secret", "id": former_id("old-secret")}, {"key": "k", "id": "ops"},
+                                 {"key": "rotated", "id": former_id("old-secret")[:-1] + "0"}]))
+    assert ids_naming_their_secret(keys) == [former_id("old-secret")]
+
+
+def test_keys_come_from_the_key_file_when_one_is_named(tmp_path):
+    path = tmp_path / "keys.json"
+    path.write_text('[{"key": "k-s3cret", "id": "ops", "seesAllRuns": true}]')
+    settings = Settings.from_env({"FLOWTRAIL_API_KEYS_FILE": str(path), "FLOWTRAIL_HOST": "0.0.0.0"})
+    assert settings.api_keys == (ApiKey(key="k-s3cret", id="ops", sees_all_runs=True),)
+    assert settings.api_keys_file == path and not settings.demo_key_in_use
+
+
+@pytest.mark.parametrize("content,problem", [
+    (None, "FLOWTRAIL_API_KEYS_FILE: cannot read"),
+    ('[{"key": "s3cret"}]', "FLOWTRAIL_API_KEYS_FILE: key 1 of 1 has no `id`"),
+    ('[{"key": "s3cret", "id": "a"', "FLOWTRAIL_API_KEYS_FILE: not a valid JSON list"),
+    ("[]", "FLOWTRAIL_API_KEYS_FILE: the list is empty"),
+])
+def test_a_key_file_without_a_usable_key_list_is_refused_at_start_up_naming_the_variable(tmp_path, content, problem):
+    path = tmp_path / "keys.json"
+    if content is not None:
+        path.write_text(content)
+    message = refusal({"FLOWTRAIL_API_KEYS_FILE": str(path)})
+    assert message.startswith(problem) and "s3cret" not in message
+
+
+def test_keys_in_both_the_variable_and_a_key_file_are_refused(tmp_path):
+    path = tmp_path / "keys.json"
+    path.write_text('[{"key": "a", "id": "a"}]')
+    message = refusal({"FLOWTRAIL_API_KEYS_FILE": str(path), "FLOWTRAIL_API_KEYS": '[{"key": "b", "id": "b"}]'})
+    assert message.startswith("FLOWTRAIL_API_KEYS_FILE: FLOWTRAIL_API_KEYS is set too")
 
 
 @pytest.mark.parametrize("variable,value,problem,accepted", [
@@ -113,7 +155,7 @@ def test_the_test_suites_and_the_benches_own_variables_and_a_models_key_variable
 
 @pytest.mark.parametrize("env", [
     {"FLOWTRAIL_HOST": "0.0.0.0", "FLOWTRAIL_ALLOW_DEMO_KEY_ON_NETWORK": "true"},
-    {"FLOWTRAIL_HOST": "0.0.0.0", "FLOWTRAIL_API_KEYS": '[{"key": "long-random-secret"}]'},
+    {"FLOWTRAIL_HOST": "0.0.0.0", "FLOWTRAIL_API_KEYS": '[{"key": "long-random-secret", "id": "ops"}]'},
     {"FLOWTRAIL_HOST": "::1"},
     {"FLOWTRAIL_HOST": "localhost"},
     {"FLOWTRAIL_HOST": "127.0.0.2"},
