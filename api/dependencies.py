@@ -132,7 +132,7 @@ def service_dependencies(services: Services) -> dict[str, Provide]:
         "settings": services.settings, "runs": services.runs, "catalogue": services.catalogue, "keys": keys,
         "workspace": services.workspace, "context": services.context, "tokens": services.tokens,
         "store_kind": services.store.location.kind, "run_access": access,
-        "read_model": services.read_model, "limits": limits,
+        "read_model": services.read_model, "limits": limits, "eraser": services.eraser,
     }
     provided = {name: Provide(_constant(value), use_cache=True, sync_to_thread=False) for name, value in parts.items()}
     provided["engine"] = Provide(engine, sync_to_thread=False)

@@ -1,10 +1,12 @@
 """GET /api/v1/runs/{runId}/events: a run's stored events as JSON Lines, streamed page by page.
 
-One line per stored event, in position order: the event's JSON exactly as the store encodes
+One line per stored event, in position order: the event's JSON exactly as the store keeps
 it (`type` is its stable tag, `originator_version` its position in the run, `originator_id`
-the run id, `timestamp` when it happened; the other fields are the event's own). Decoding a
-line with the store's mapper gives back the domain event, so an auditor rebuilds every
-projection from these lines alone.
+the run id, `timestamp` when it happened; the other fields are the event's own), with one
+member added last, `chain`: the event's link in the run's hash chain (docs/history.md; absent
+on events stored before the chain existed). Decoding a line with the store's mapper gives
+back the domain event, so an auditor rebuilds every projection from these lines alone, and
+`flowtrail verify` checks the chain from them alone.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Annotated
 
-import msgspec
 from litestar import Controller, get
 from litestar.di import Provide
 from litestar.openapi.datastructures import ResponseSpec
@@ -24,13 +25,13 @@ from litestar.response import Stream
 from api.dependencies import Injected, run_by_id
 from api.paths import RUN_EVENTS
 from api.schemas import error_responses
+from domain.chain import event_line
 from engine.runs.hot import HotRun
 from engine.runs.service import RunService
 
 NDJSON = "application/x-ndjson"
 PAGE_EVENTS = 500
 """Events read from the store per page (the answer never holds the whole log)."""
-_encoder = msgspec.json.Encoder()
 
 
 def event_line_schema() -> Schema:
@@ -45,6 +46,18 @@ def event_line_schema() -> Schema:
             "originator_version": Schema(type=OpenAPIType.INTEGER, minimum=1,
                                          description="the event's position in the run (the stream's event id)"),
             "timestamp": Schema(type=OpenAPIType.STRING, format=OpenAPIFormat.DATE_TIME),
+            "chain": Schema(
+                type=OpenAPIType.OBJECT, required=["link"],
+                description="the event's link in the run's hash chain (docs/history.md); always the last member; "
+                            "absent on events stored before the chain existed",
+                properties={
+                    "link": Schema(type=OpenAPIType.STRING, description="link(n), 64 hex digits"),
+                    "skeleton": Schema(type=OpenAPIType.STRING,
+                                       description="s(n), on a whole event whose skeleton differs from it"),
+                    "content": Schema(type=OpenAPIType.STRING, description="c(n), on an erased event"),
+                    "erased": Schema(type=OpenAPIType.BOOLEAN, description="true on an erased event"),
+                },
+            ),
         },
         additional_properties=True,
     )
@@ -61,15 +74,15 @@ class EventLinesOperation(Operation):
 
 
 async def event_lines(runs: RunService, hot: HotRun, after: int) -> AsyncIterator[bytes]:
-    """The run's stored events after a position, one JSON line each, a page at a time."""
+    """The run's stored events after a position, one JSON line each with its chain member, a page at a time."""
     while True:
-        page = await runs.events(hot.run_id, after=after, limit=PAGE_EVENTS)
+        page = await runs.stored_lines(hot.run_id, after=after, limit=PAGE_EVENTS)
         if not page:
             return
-        yield b"".join(_encoder.encode(event) + b"\n" for event in page)
+        yield b"".join(event_line(state, cells) + b"\n" for _, state, cells in page)
         if len(page) < PAGE_EVENTS:
             return
-        after = page[-1].originator_version
+        after = page[-1][0]
 
 
 class RunEventsController(Controller):
@@ -83,7 +96,8 @@ class RunEventsController(Controller):
         operation_id="listRunEvents",
         summary="A run's stored events as JSON Lines (streamed), after a position",
         description=(
-            "One stored event a line, in position order: the event's JSON as the log keeps it. "
+            "One stored event a line, in position order: the event's JSON as the log keeps it, with its hash-chain "
+            "link as the last member, `chain` (docs/history.md). "
             "`after=N` starts after position N (a stream's Last-Event-ID)."
         ),
         media_type=NDJSON,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any
 from uuid import UUID, uuid4
 
-from litestar import Controller, Request, Response, get, post
+from litestar import Controller, Request, Response, delete, get, post
 from litestar.di import Provide
 from litestar.params import HeaderParameter
 from litestar.response import ServerSentEvent, Stream
@@ -20,6 +20,7 @@ from litestar.response import ServerSentEvent, Stream
 from api.dependencies import Injected, require_engine, run_in_workflow, visible_workflow
 from api.downloads import measure_workspace, zip_chunks
 from api.envelope import Envelope, ok
+from api.errors import ApiError
 from api.idempotency import idempotent_request
 from api.limits import KeyLimits
 from api.listing import (
@@ -38,6 +39,7 @@ from api.schemas import (
     CancelResult,
     CreatedRun,
     CreateRunRequest,
+    ErasedRun,
     LogEntry,
     NodeIdInPath,
     RunPage,
@@ -51,17 +53,18 @@ from api.schemas import (
 )
 from api.streams import LAST_EVENT_ID, OpenStream, open_stream, parse_last_event_id
 from api.uploads import CreateBody, read_create_body
-from api.views import created_view, run_view, started_view
+from api.views import created_view, erased_view, run_view, started_view
 from domain.catalogue import WorkflowEntry
 from domain.errors import RunAlreadyFinished, RunAlreadyStarted
 from domain.idempotency import check_key
 from domain.run import check_startable
-from engine.access import ApiKey, KeyRing
+from engine.access import ApiKey, KeyRing, may_erase_run
 from engine.catalogue import Catalogue, WorkflowNotFound
 from engine.context.views import ContextReader
 from engine.execution import RunExecutor
 from engine.readmodel import ReadModel
 from engine.runs.creation import Creation, NewRun
+from engine.runs.erasure import RunEraser
 from engine.runs.hot import HotRun
 from engine.runs.service import RunService
 from engine.settings import Settings
@@ -259,11 +262,33 @@ class RunController(Controller):
         responses=error_responses(400, 404),
     )
     async def get_run(
-        self, run: Injected[HotRun], workspace: Injected[Workspace], context: Injected[ContextReader],
+        self, run: Injected[HotRun], runs: Injected[RunService], workspace: Injected[Workspace],
+        context: Injected[ContextReader],
     ) -> Envelope[RunView]:
-        """The persisted result of a run, in the seed's shape."""
+        """The persisted result of a run, in the seed's shape, with the head of its hash chain."""
         files, size = await measure_workspace(workspace.path_for(run.run_id))
-        return ok(run_view(run, await context.whole_index(run), files, size))
+        head = await runs.chain_head(run.run_id)
+        return ok(run_view(run, await context.whole_index(run), files, size, head))
+
+    @delete(
+        "/{runId:str}",
+        operation_id="eraseRun",
+        summary="Erase an ended run's content (its skeleton and hash chain stay)",
+        description=(
+            "By the run's owner, or a key with `mayErase` (seeing all runs is not that right: 403 FORBIDDEN). "
+            "409 RUN_STATE_CONFLICT while the run has not ended (never started, running, waiting for an answer). "
+            "A run erased before answers ALREADY_ERASED and its clean-up is done again (docs/history.md)."
+        ),
+        status_code=200,
+        responses=error_responses(400, 403, 404, 409, 503),
+    )
+    async def erase(
+        self, run: Injected[HotRun], caller: Injected[ApiKey], eraser: Injected[RunEraser],
+    ) -> Envelope[ErasedRun]:
+        """Erase the run's variables, files, model text, tool data, outputs and answers; keep its skeleton and chain."""
+        if not may_erase_run(caller, run.summary.created.caller_key_id):
+            raise ApiError("FORBIDDEN", "this key may erase only the runs it created (a key with mayErase may erase any it sees)")
+        return ok(erased_view(await eraser.erase(run.run_id, by=caller.id)))
 
     @get(
         "/{runId:str}/nodes/{nodeId:str}/logs",

@@ -50,6 +50,7 @@ NodeIdInPath = Annotated[str, PathParameter(name="nodeId", description="a node i
 """Path parameters under the seed's names (`{workflowName}`, `{runId}`, `{nodeId}`)."""
 
 CancelOutcome = Literal["REQUESTED", "ALREADY_REQUESTED", "ALREADY_FINISHED"]
+EraseOutcome = Literal["ERASED", "ALREADY_ERASED"]
 
 
 # --- requests -------------------------------------------------------------------------
@@ -183,10 +184,18 @@ class TokenUsage(Camel):
     completion_tokens: int
 
 
+class ChainHead(Camel):
+    """The run's newest link in its hash chain (docs/history.md): a receipt `flowtrail verify` can be held to."""
+
+    position: int
+    link: str
+
+
 class RunView(Camel):
     """`GET run`: the seed's shape plus `createdAt`, `cancelRequested`, `cancelled`, token `usage`, the failure's
-    `errorCode`, whether (and since when) the run waits for an answer, with the question, (a fork's) `forkedFrom`
-    and, only when true, `remoteWorkMayBeRunning`."""
+    `errorCode`, whether (and since when) the run waits for an answer, with the question, (a fork's) `forkedFrom`,
+    only when true `remoteWorkMayBeRunning`, the head of the run's hash `chain` (absent when every event was stored
+    before the chain existed), and on an erased run `erased` and `erasedAt`."""
 
     run_id: str
     workflow_id: int
@@ -214,6 +223,10 @@ class RunView(Camel):
     remote_work_may_be_running: bool | UnsetType = UNSET
     """Present (true) when a gateway run of this run was not confirmed stopped, or its outcome is unknown: remote
     work may still be going on (docs/hermes.md); left out otherwise."""
+    chain: ChainHead | UnsetType = UNSET
+    erased: bool | UnsetType = UNSET
+    """True on an erased run (absent otherwise): its content is gone, its skeleton and chain stay."""
+    erased_at: str | UnsetType = UNSET
 
 
 class RunState(Camel):
@@ -242,6 +255,17 @@ class CancelResult(Camel):
     cancelled: bool
 
 
+class ErasedRun(Camel):
+    """What an erasure did: ERASED now, or ALREADY_ERASED before (its clean-up done again); when, by which key
+    (`retention` for FLOWTRAIL_RETENTION_DAYS), and how many events lost their content."""
+
+    run_id: str
+    outcome: EraseOutcome
+    erased_at: str
+    erased_by: str
+    events_erased: int
+
+
 class RunPage(Camel):
     """One page of a run listing, newest first; `nextCursor` fetches the next (null: this is the last)."""
 
@@ -254,8 +278,9 @@ class RunPage(Camel):
 ERROR_DESCRIPTIONS = {
     400: "VALIDATION_FAILED: the request is malformed",
     401: "UNAUTHORIZED: missing or unknown X-API-Key",
+    403: "FORBIDDEN: the key may not do this to the run (erasing a run it did not create needs mayErase)",
     404: "WORKFLOW_NOT_FOUND, RUN_NOT_FOUND, CLARIFY_NOT_FOUND or NODE_NOT_FOUND",
-    409: "RUN_ALREADY_STARTED, CLARIFY_ALREADY_ANSWERED, IDEMPOTENCY_KEY_REUSED, VISIT_NOT_FINISHED or RUN_NOT_FAILED",
+    409: "RUN_ALREADY_STARTED, CLARIFY_ALREADY_ANSWERED, IDEMPOTENCY_KEY_REUSED, RUN_STATE_CONFLICT, VISIT_NOT_FINISHED or RUN_NOT_FAILED",
     410: "RUN_ALREADY_FINISHED",
     413: "PAYLOAD_TOO_LARGE: a file or the whole request is over its limit",
     415: "UNSUPPORTED_MEDIA_TYPE: send application/json or multipart/form-data",

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 from litestar import Controller, Request, get
 from litestar.params import HeaderParameter, QueryParameter
 from litestar.response import ServerSentEvent, ServerSentEventMessage
+from msgspec import UNSET
 
 from api.dependencies import Injected, RunAccess
 from api.errors import ApiError, validation_failed
@@ -134,6 +135,7 @@ def snapshot_frame(hot: HotRun, only: StreamFilter, index: VisitIndex | None = N
         cancelled=summary.cancelled,
         current_pause=summary.current_pause,
         visits=visits,
+        erased=True if hot.sse.erased else UNSET,
     )
     return encode_frame(SseMessage(hot.version, payload.type, encode(payload)))
 

@@ -7,7 +7,18 @@ from urllib.parse import quote
 from msgspec import UNSET
 
 from api.paths import API
-from api.schemas import CreatedRun, RunLinks, RunState, RunView, StartedRun, TokenUsage, WorkspaceView
+from api.schemas import (
+    ChainHead,
+    CreatedRun,
+    ErasedRun,
+    RunLinks,
+    RunState,
+    RunView,
+    StartedRun,
+    TokenUsage,
+    WorkspaceView,
+)
+from engine.runs.erasure import Erasure
 from engine.runs.hot import HotRun
 from projections.summary import RunSummary, node_list
 from projections.visits import VisitIndex
@@ -54,8 +65,10 @@ def started_view(summary: RunSummary) -> StartedRun:
     )
 
 
-def run_view(hot: HotRun, index: VisitIndex, file_count: int, total_bytes: int) -> RunView:
-    """`GET run`: status, times, outputs, nodes (from `index`, the run's whole visit index) and workspace."""
+def run_view(
+    hot: HotRun, index: VisitIndex, file_count: int, total_bytes: int, head: tuple[int, bytes] | None = None,
+) -> RunView:
+    """`GET run`: status, times, outputs, nodes (from `index`, the run's whole visit index), workspace and chain head."""
     summary = hot.summary
     created = summary.created
     base = run_path(summary)
@@ -80,6 +93,17 @@ def run_view(hot: HotRun, index: VisitIndex, file_count: int, total_bytes: int) 
         waiting_since=iso_utc(summary.waiting_since), current_pause=summary.current_pause,
         forked_from=UNSET if summary.forked_from is None else summary.forked_from,
         remote_work_may_be_running=True if summary.remote_work_may_be_running else UNSET,
+        chain=UNSET if head is None else ChainHead(position=head[0], link=head[1].hex()),
+        erased=True if summary.erased else UNSET,
+        erased_at=UNSET if summary.erased_at is None else iso_utc(summary.erased_at),
+    )
+
+
+def erased_view(erasure: Erasure) -> ErasedRun:
+    """What DELETE of a run answers."""
+    return ErasedRun(
+        run_id=erasure.run_id.hex, outcome="ALREADY_ERASED" if erasure.already else "ERASED",
+        erased_at=iso_utc(erasure.erased_at) or "", erased_by=erasure.erased_by, events_erased=erasure.events_erased,
     )
 
 

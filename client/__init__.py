@@ -8,7 +8,9 @@ from client.types import (
     TERMINAL_STATUSES,
     AuditView,
     CancelResult,
+    ChainHead,
     CreatedRun,
+    ErasedRun,
     EventLine,
     ForkedFrom,
     ForkedRun,
@@ -29,8 +31,8 @@ from client.types import (
 )
 
 __all__ = [
-    "DEFAULT_URL", "TERMINAL_EVENTS", "TERMINAL_STATUSES", "ApiError", "AuditView", "CancelResult", "ClientError",
-    "CreatedRun", "EventLine", "FlowtrailClient", "ForkedFrom", "ForkedRun", "NamedRun", "NodeView", "PauseView", "Reconnection", "ResumeResult",
+    "DEFAULT_URL", "TERMINAL_EVENTS", "TERMINAL_STATUSES", "ApiError", "AuditView", "CancelResult", "ChainHead", "ClientError",
+    "CreatedRun", "ErasedRun", "EventLine", "FlowtrailClient", "ForkedFrom", "ForkedRun", "NamedRun", "NodeView", "PauseView", "Reconnection", "ResumeResult",
     "RunHandle", "RunListItem", "RunPage", "RunRef", "RunState", "RunView", "ServiceUnavailable", "StartedRun", "StreamEvent",
     "TokenUsage", "WorkflowInputView", "WorkflowOutputView", "WorkflowView", "WorkspaceView",
 ]

@@ -19,6 +19,7 @@ from client.types import (
     AuditView,
     CancelResult,
     CreatedRun,
+    ErasedRun,
     EventLine,
     ForkedRun,
     ResumeResult,
@@ -226,6 +227,10 @@ class FlowtrailClient:
     async def cancel(self, run: RunRef) -> CancelResult:
         """Ask for a run to be cancelled."""
         return await self._call("POST", f"{await self._run_path(run)}/cancel", CancelResult)
+
+    async def erase(self, run: RunRef) -> ErasedRun:
+        """Erase an ended run's content (its skeleton and hash chain stay); an erased run answers ALREADY_ERASED."""
+        return await self._call("DELETE", await self._run_path(run), ErasedRun)
 
     async def answer(self, run: RunRef, clarify_id: str, answer: str) -> ResumeResult:
         """Answer the run's question; an answer given before (409 CLARIFY_ALREADY_ANSWERED) counts as success,

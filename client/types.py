@@ -125,8 +125,15 @@ class WorkflowView(Answer):
     outputs: list[WorkflowOutputView]
 
 
+class ChainHead(Answer):
+    """The run's newest link in its hash chain: a receipt to hold an export to (`flowtrail verify`)."""
+
+    position: int
+    link: str
+
+
 class RunView(Answer):
-    """A run's status, outputs, nodes, workspace and token usage."""
+    """A run's status, outputs, nodes, workspace, token usage and the head of its hash chain."""
 
     run_id: str
     workflow_id: int
@@ -152,6 +159,9 @@ class RunView(Answer):
     """Set on a fork."""
     remote_work_may_be_running: bool = False
     """True when a gateway run of this run was not confirmed stopped, or its outcome is unknown."""
+    chain: ChainHead | None = None
+    erased: bool = False
+    erased_at: str | None = None
 
 
 class PauseView(Answer):
@@ -190,6 +200,16 @@ class CancelResult(Answer):
     cancelled: bool
 
 
+class ErasedRun(Answer):
+    """What an erasure did (ERASED now, or ALREADY_ERASED before), when, by which key, how many events it emptied."""
+
+    run_id: str
+    outcome: Literal["ERASED", "ALREADY_ERASED"]
+    erased_at: str
+    erased_by: str
+    events_erased: int
+
+
 class RunListItem(Answer):
     """One run of a listing."""
 
@@ -212,6 +232,8 @@ class RunListItem(Answer):
     waiting_since: str | None = None
     forked_from: ForkedFrom | None = None
     """Set on a fork."""
+    erased_at: str | None = None
+    """When the run's content was erased (None: it was not)."""
 
 
 class RunPage(Answer):

@@ -39,6 +39,8 @@ class RunCreated(RunEvent, frozen=True, tag="RunCreated"):
     idempotency_key: str | None = None
     request_id: str | None = None
     """The `X-Request-Id` of the API request that caused it (None: recorded before ids, or not from a request)."""
+    erased: bool = False
+    """False when appended; true in the stored copy of an erased run, whose content is gone (`RunErased`)."""
 
 
 class RunStarted(RunEvent, frozen=True, tag="RunStarted"):
@@ -199,7 +201,8 @@ class RunForked(RunEvent, frozen=True, tag="RunForked"):
     source_visit_uuid: str | None = None
     source_node_id: str | None = None
     source_chain_head: str = ""
-    """The source's chain head at `source_position`; empty while runs carry no hash chain."""
+    """The source's hash-chain link at `source_position` (hex, docs/history.md); empty when that event was stored
+    before the chain began."""
     copied_positions: tuple[int, ...] = ()
     """The source position of each copied event, in order (they follow this event at positions 3, 4, ...)."""
     rerun: bool = False
@@ -261,6 +264,15 @@ class RemoteRunEnded(RunEvent, frozen=True, tag="RemoteRunEnded"):
     output: str = ""
 
 
+class RunErased(RunEvent, frozen=True, tag="RunErased"):
+    """The content of an ended run was erased; its skeleton and hash chain stay (docs/history.md)."""
+
+    erased_by: str
+    """Who erased it: the key id of the caller, or `retention` (FLOWTRAIL_RETENTION_DAYS)."""
+    events_erased: int = 0
+    """How many of the events before this one had content that was removed."""
+
+
 AnyRunEvent = (
     RunCreated
     | RunStarted
@@ -283,6 +295,7 @@ AnyRunEvent = (
     | RemoteRunAccepted
     | RemoteRunStopRequested
     | RemoteRunEnded
+    | RunErased
 )
 
 RUN_EVENT_TYPES: tuple[type[RunEvent], ...] = get_args(AnyRunEvent)

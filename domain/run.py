@@ -383,3 +383,21 @@ def end_remote_run(
         attempt=attempt, outcome=outcome, remote_run_id=remote_run_id, duration_ms=duration_ms,
         prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, reason=reason, error=error, output=output,
     )
+
+
+def check_erasable(run: Run) -> None:
+    """Refuse to erase a run that has not ended (created and never started, running, waiting for an answer,
+    being cancelled) or that was erased already."""
+    if not run.status.is_terminal:
+        raise IllegalTransition(
+            f"run {run.id.hex} has not ended ({run.status.value}); only a run that has ended can be erased",
+            run_id=run.id.hex, status=run.status.value,
+        )
+    if run.erased:
+        raise IllegalTransition(f"run {run.id.hex} was already erased", run_id=run.id.hex)
+
+
+def erase_run(run: Run, at: datetime, *, erased_by: str, events_erased: int) -> ev.RunErased:
+    """Record that the content of an ended run is erased (its skeleton and chain stay)."""
+    check_erasable(run)
+    return ev.RunErased(**_next(run, at), erased_by=erased_by, events_erased=events_erased)

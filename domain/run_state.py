@@ -69,6 +69,8 @@ class Run(msgspec.Struct, frozen=True):
     visit_count: int = 0
     """Visits started or skipped so far, or the highest sortOrder among them if higher (a fork copies only some of
     its source's visits); the next one's sortOrder is this plus one."""
+    erased: bool = False
+    """True once the run's content was erased (RunErased, or the erased copy of its first event)."""
 
 
 @singledispatch
@@ -141,6 +143,11 @@ def _(event: ev.RunFailed, run: Run) -> Run:
     return msgspec.structs.replace(run, status=RunStatus.FAILED, open_visits=frozenset(), pending_clarify=None)
 
 
+@_mutate.register
+def _(event: ev.RunErased, run: Run) -> Run:
+    return msgspec.structs.replace(run, erased=True)
+
+
 def evolve(run: Run | None, event: ev.RunEvent) -> Run:
     """Apply one event to the run's state (the only place state changes)."""
     if isinstance(event, ev.RunCreated):
@@ -152,6 +159,7 @@ def evolve(run: Run | None, event: ev.RunEvent) -> Run:
             workflow_id=event.workflow_id,
             workflow_version=event.workflow_version,
             caller_key_id=event.caller_key_id,
+            erased=event.erased,
         )
     if run is None:
         raise IllegalTransition(f"a run's first event must be RunCreated, got {ev.event_tag(event)}")

@@ -23,8 +23,10 @@ from engine.execution.models import build_registry
 from engine.execution.ports import ContextTools
 from engine.hermes import DEMO_DIR as HERMES_DEMO_DIR
 from engine.readmodel import ReadModel
+from engine.runs.erasure import RunEraser
 from engine.runs.hot import FrameEncoder
 from engine.runs.hot_runs import HotRuns
+from engine.runs.retention import Retention
 from engine.runs.service import RunService
 from engine.settings import Settings
 from engine.store import AsyncEventStore, EventStore, parse_database_url
@@ -50,6 +52,8 @@ class Services:
     context: ContextReader
     context_tools: VisitContextTools
     read_model: ReadModel
+    eraser: RunEraser
+    retention: Retention
     key_file: KeyFile | None = None
     tail: PostgresTail | None = None
     engine: RunExecutor | None = None
@@ -77,6 +81,10 @@ class Services:
                 name="flowtrail-workspace-sweeper",
             ),
         ]
+        if self.retention.enabled:
+            self._sweepers.append(asyncio.create_task(
+                _every(self.retention.settings.sweep_seconds, self._sweep_retention), name="flowtrail-retention-sweeper",
+            ))
         if self.dispatch is not None:
             await self.dispatch.start()
             self._sweepers.append(asyncio.create_task(
@@ -108,6 +116,11 @@ class Services:
         removed = await sweep_workspaces(self.store, self.workspace)
         if removed:
             logger.info("deleted %d workspaces (past their retention, or left by an unfinished upload)", len(removed))
+
+    async def _sweep_retention(self) -> None:
+        erased = await self.retention.sweep()
+        if erased:
+            logger.info("retention erased the content of %d runs", erased)
 
     async def close(self) -> None:
         """Flush writers, stop the tail and close the store."""
@@ -198,10 +211,13 @@ def build_services(settings: Settings, *, encode_frame: FrameEncoder,
     key_file = None if settings.api_keys_file is None else KeyFile(
         settings.api_keys_file, keys, poll_seconds=settings.api_keys_poll_seconds,
     )
+    read_model = ReadModel(store)
+    eraser = RunEraser(store, hot_runs, workspace)
     return Services(
         settings=settings, store=store, hot_runs=hot_runs, runs=runs, keys=keys, key_file=key_file,
         catalogue=catalogue, workspace=workspace, tail=tail, engine=engine, tokens=tokens,
-        context=context, context_tools=visit_tools, read_model=ReadModel(store), dispatch=dispatch,
+        context=context, context_tools=visit_tools, read_model=read_model, dispatch=dispatch, eraser=eraser,
+        retention=Retention(settings.retention, store, read_model, eraser),
     )
 
 

@@ -248,6 +248,22 @@ class UploadSettings:
 
 
 @dataclass(frozen=True)
+class RetentionSettings:
+    """How long ended runs keep their content (docs/history.md, "Retention")."""
+
+    days: Annotated[float, setting(
+        "FLOWTRAIL_RETENTION_DAYS", "erase the content of runs that ended more than this many days ago (fractions "
+        "allowed: 0.5 is 12 hours), as `DELETE` of the run would; 0: never", ge=0,
+    )] = 0.0
+    sweep_seconds: Annotated[float, setting(
+        "FLOWTRAIL_RETENTION_SWEEP_SECONDS", "how often retention looks for runs to erase (one replica at a time)", gt=0,
+    )] = 300.0
+    batch: Annotated[int, setting(
+        "FLOWTRAIL_RETENTION_BATCH", "at most this many runs erased by one sweep, the longest ended first", ge=1,
+    )] = 100
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything the service is configured with."""
 
@@ -262,9 +278,10 @@ class Settings:
         "FLOWTRAIL_WORKFLOWS_DIR", "directory of workflow definitions (`*.json`) published at start-up beside the demos",
     )] = None
     api_keys: Annotated[tuple[ApiKey, ...], setting(
-        "FLOWTRAIL_API_KEYS", "JSON list of `{\"key\", \"id\", \"workflowNames\", \"workflowIds\", \"seesAllRuns\"}`: "
+        "FLOWTRAIL_API_KEYS", "JSON list of `{\"key\", \"id\", \"workflowNames\", \"workflowIds\", \"seesAllRuns\", \"mayErase\"}`: "
         "both lists empty = every workflow; a key uses only the runs it created unless `seesAllRuns`; `id` "
-        "(required, distinct) is the stable, non-secret name its runs are recorded under. "
+        "(required, distinct) is the stable, non-secret name its runs are recorded under; `mayErase` lets it erase any "
+        "run it sees (an owner may always erase its own). "
         "Unset: the key `demo-key`, no scope limit, sees all runs", secret=True,
     )] = (DEMO_KEY,)
     api_keys_file: Annotated[Path | None, setting(
@@ -289,6 +306,7 @@ class Settings:
     dispatch: DispatchSettings = field(default_factory=DispatchSettings)
     context: ContextSettings = field(default_factory=ContextSettings)
     uploads: UploadSettings = field(default_factory=UploadSettings)
+    retention: RetentionSettings = field(default_factory=RetentionSettings)
     log_format: Annotated[Literal["text", "json"], setting(
         "FLOWTRAIL_LOG_FORMAT", "`text` (one readable line per record) or `json` (one JSON object per line: ts, level, "
         "logger, msg and context fields) for every logger of the process",

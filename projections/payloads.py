@@ -142,9 +142,12 @@ class RunListItem(Camel):
     """Since when it waits (ISO 8601 UTC); null when it waits for none."""
     forked_from: ForkedFrom | UnsetType = UNSET
     """Where a fork came from; left out for a run that is not a fork."""
+    erased_at: str | UnsetType = UNSET
+    """When the run's content was erased (absent: it was not)."""
 
 
 # --- SSE message payloads (`data:` of each message) ----------------------------------------------
+# Each has `erased` last: true on every message of an erased run (docs/history.md), absent otherwise.
 
 
 class NodeStatusRunningPayload(Camel, kw_only=True):
@@ -157,6 +160,7 @@ class NodeStatusRunningPayload(Camel, kw_only=True):
     status: Literal["RUNNING"] = "RUNNING"
     node_type: str
     node_label: str
+    erased: bool | UnsetType = UNSET
 
 
 class NodeStatusEndedPayload(Camel, kw_only=True):
@@ -171,6 +175,7 @@ class NodeStatusEndedPayload(Camel, kw_only=True):
     error: str | None
     logs: list[LogEntry]
     context_snapshot: JSON
+    erased: bool | UnsetType = UNSET
 
 
 class NodeStreamPayload(Camel, kw_only=True):
@@ -183,6 +188,7 @@ class NodeStreamPayload(Camel, kw_only=True):
     kind: str
     content: str
     tool_name: str | None
+    erased: bool | UnsetType = UNSET
 
 
 class VisitRecordedPayload(Camel, kw_only=True):
@@ -191,6 +197,7 @@ class VisitRecordedPayload(Camel, kw_only=True):
     run_id: str
     type: Literal["visit_recorded"] = "visit_recorded"
     visit: VisitSnapshot
+    erased: bool | UnsetType = UNSET
 
 
 class VisitRefRecordedPayload(Camel, kw_only=True):
@@ -199,6 +206,7 @@ class VisitRefRecordedPayload(Camel, kw_only=True):
     run_id: str
     type: Literal["visit_recorded"] = "visit_recorded"
     visit: VisitRef
+    erased: bool | UnsetType = UNSET
 
 
 class PlannerDecisionPayload(Camel, kw_only=True):
@@ -207,6 +215,7 @@ class PlannerDecisionPayload(Camel, kw_only=True):
     run_id: str
     type: Literal["planner_decision"] = "planner_decision"
     decision: Decision
+    erased: bool | UnsetType = UNSET
 
 
 class WorkflowCompletePayload(Camel, kw_only=True):
@@ -217,6 +226,7 @@ class WorkflowCompletePayload(Camel, kw_only=True):
     output: JSON
     success: bool = True
     working_dir_files: tuple[str, ...]
+    erased: bool | UnsetType = UNSET
 
 
 class WorkflowErrorPayload(Camel, kw_only=True):
@@ -228,6 +238,7 @@ class WorkflowErrorPayload(Camel, kw_only=True):
     success: bool = False
     error_code: str | None = None
     """The failure's category (docs/api.md, "Failure categories"): a field added to the seed's."""
+    erased: bool | UnsetType = UNSET
 
 
 class SnapshotPayload(Camel, kw_only=True):
@@ -240,6 +251,7 @@ class SnapshotPayload(Camel, kw_only=True):
     cancelled: bool
     current_pause: PauseView | None
     visits: list[VisitSnapshot]
+    erased: bool | UnsetType = UNSET
 
 
 EventPayload = (

@@ -41,6 +41,7 @@ class RunRow(msgspec.Struct, frozen=True, kw_only=True):
     forked_from_visit_uuid: str | None = None
     forked_from_position: int | None = None
     """A fork's source run, the visit it executes again and the source position it was cut at (None: not a fork)."""
+    erased_at: datetime | None = None
     last_event_id: int
     waiting_since: datetime | None = None
     """When the run began to wait for a person's answer (None: it waits for none)."""
@@ -96,6 +97,10 @@ def _tokens_used(row: RunRow, event: ev.ModelCalled | ev.RemoteRunEnded) -> RunR
     )
 
 
+def _erased(row: RunRow, event: ev.RunErased) -> RunRow:
+    return replace(row, erased_at=event.timestamp)
+
+
 _FOLDS: dict[type, Callable[[Any, Any], RunRow]] = {
     ev.RunStarted: _started,
     ev.RunCancelRequested: _cancel_requested,
@@ -107,6 +112,7 @@ _FOLDS: dict[type, Callable[[Any, Any], RunRow]] = {
     ev.ModelCalled: _tokens_used,
     ev.RemoteRunEnded: _tokens_used,
     ev.RunForked: _forked,
+    ev.RunErased: _erased,
 }
 
 
@@ -138,7 +144,7 @@ def list_item(row: RunRow) -> RunListItem:
         started_at=iso_utc(row.started_at), completed_at=iso_utc(row.completed_at), error_code=row.error_code,
         prompt_tokens=row.prompt_tokens, completion_tokens=row.completion_tokens, last_event_id=row.last_event_id,
         waiting_for_answer=row.waiting_since is not None, waiting_since=iso_utc(row.waiting_since),
-        forked_from=forked_from_of(row),
+        forked_from=forked_from_of(row), erased_at=UNSET if row.erased_at is None else iso_utc(row.erased_at),
     )
 
 

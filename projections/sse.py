@@ -31,7 +31,7 @@ TOOL_CONTENT_LIMIT = 500
 TERMINAL_EVENTS = frozenset({"workflow_complete", "workflow_error"})
 SILENT_EVENT_TYPES = frozenset({
     ev.RunCreated, ev.RunStarted, ev.ClarifyAnswered, ev.RunCancelRequested, ev.ModelCalled, ev.RunForked,
-    ev.RemoteRunRequested, ev.RemoteRunAccepted, ev.RemoteRunStopRequested, ev.RemoteRunEnded,
+    ev.RemoteRunRequested, ev.RemoteRunAccepted, ev.RemoteRunStopRequested, ev.RemoteRunEnded, ev.RunErased,
 })
 """Events clients are never shown; their positions are gaps in the ids of a stream (decisions 0023, 0037)."""
 
@@ -76,13 +76,15 @@ def is_stateless(event: ev.RunEvent) -> bool:
     return type(event) in _STATELESS
 
 
-def render_stateless(event: ev.RunEvent, run_id: str) -> SseMessage:
-    """The message of an event whose rendering needs no state (see `apply_deferring`)."""
-    return _message(event, _STATELESS[type(event)](event, run_id))
+def render_stateless(event: ev.RunEvent, run_id: str, erased: bool = False) -> SseMessage:
+    """The message of an event whose rendering needs no state (see `apply_deferring`); `erased`: of an erased run."""
+    return _message(event, _STATELESS[type(event)](event, run_id), erased)
 
 
-def _message(event: ev.RunEvent, payload: EventPayload) -> SseMessage:
+def _message(event: ev.RunEvent, payload: EventPayload, erased: bool = False) -> SseMessage:
     node_id = getattr(event, "node_id", None)
+    if erased:
+        payload = msgspec.structs.replace(payload, erased=True)
     return SseMessage(event.originator_version, payload.type, encoder.encode(payload), node_id)
 
 
@@ -98,6 +100,8 @@ class SseProjection:
         self.index = index if index is not None else VisitIndex()
         self._context: dict[str, Any] = {}
         self._late: VisitIndex | None = None
+        self.erased = False
+        """True for a run whose content was erased (its first event says so): every message is marked."""
 
     def _fold_late(self, event: ev.RunEvent) -> None:
         """Once the index is full, the visits it refused are folded apart until they are recorded, then dropped."""
@@ -116,7 +120,7 @@ class SseProjection:
         pending = self.apply_deferring(event)
         if isinstance(pending, SseMessage) or pending is None:
             return pending
-        return render_stateless(pending, self.index.run_id or "")
+        return render_stateless(pending, self.index.run_id or "", self.erased)
 
     def apply_deferring(self, event: ev.RunEvent) -> SseMessage | ev.RunEvent | None:
         """Like `apply`, but a message that needs no state is not rendered yet: the event
@@ -129,10 +133,11 @@ class SseProjection:
             return event
         method = _STATEFUL.get(kind)
         payload = method(self, event, self.index.run_id or "") if method is not None else None
-        return None if payload is None else _message(event, payload)
+        return None if payload is None else _message(event, payload, self.erased)
 
     def _created(self, event: ev.RunCreated, run_id: str) -> None:
         self._context.update(event.variables)
+        self.erased = event.erased
 
     def _visit_ended(
         self, event: ev.VisitCompleted | ev.VisitFailed | ev.VisitSkipped, run_id: str

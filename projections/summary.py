@@ -63,6 +63,8 @@ class RunSummary:
         self.forked_from: ForkedFrom | None = None
         self.remote_unsettled = 0
         """Gateway runs whose stop the gateway did not confirm, or whose outcome could not be read."""
+        self.erased_at: datetime | None = None
+        self.erased_by: str | None = None
 
     def apply(self, event: ev.RunEvent) -> None:
         """Fold one run event into the summary."""
@@ -174,6 +176,15 @@ class RunSummary:
         """True when a gateway run of this run was not confirmed stopped, or its outcome is unknown."""
         return self.remote_unsettled > 0
 
+
+    def _erased(self, event: ev.RunErased) -> None:
+        self.erased_at, self.erased_by = event.timestamp, event.erased_by
+
+    @property
+    def erased(self) -> bool:
+        """True once the run's content was erased (its first event, as stored, says so too)."""
+        return self._run is not None and self._run.erased
+
     def as_dict(self) -> dict[str, Any]:
         """Every field, camelCase, timestamps rendered."""
         created = self.created
@@ -210,6 +221,8 @@ class RunSummary:
             "usage": {"promptTokens": self.prompt_tokens, "completionTokens": self.completion_tokens},
             "forkedFrom": self.forked_from,
             "remoteWorkMayBeRunning": self.remote_work_may_be_running,
+            "erasedAt": iso_utc(self.erased_at),
+            "erasedBy": self.erased_by,
         }
 
 
@@ -224,6 +237,7 @@ _SUMMARY_HANDLERS: dict[type, Callable[[Any, Any], None]] = {
     ev.ModelCalled: RunSummary._model_called,
     ev.RunForked: RunSummary._forked,
     ev.RemoteRunEnded: RunSummary._remote_run_ended,
+    ev.RunErased: RunSummary._erased,
 }
 
 

@@ -1,4 +1,4 @@
-"""The `flowtrail` command: serve, demo, audit, export, runs, config, rebuild-read-model, validate, hermes."""
+"""The `flowtrail` command: serve, demo, audit, export, verify, runs, config, rebuild-read-model, validate, hermes."""
 
 from __future__ import annotations
 
@@ -79,6 +79,15 @@ def command_parser() -> argparse.ArgumentParser:
     add_connection_options(export)
     export.set_defaults(run=_export)
 
+    verify = commands.add_parser(
+        "verify", help="check a run's export against its hash chain, offline (no service, no store)",
+        description="Check an export (`flowtrail export`, GET .../events) against its hash chain (docs/history.md). "
+        "Exit 0 and print the run id, the number of events and the head link; exit 1 naming the first position "
+        "that does not verify.",
+    )
+    verify.add_argument("file", metavar="FILE", help="the export, one event a line (`-`: standard input)")
+    verify.set_defaults(run=_verify)
+
     audit = commands.add_parser("audit", help="rebuild a run's projections from its events and diff them with the service")
     audit.add_argument("run_id", type=run_id)
     add_connection_options(audit)
@@ -128,6 +137,12 @@ def _export(args: argparse.Namespace) -> int:
     from scripts.export import export_run
 
     return export_run(args.run_id, args.output, url=args.url, key=args.key)
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from scripts.verify import verify_file
+
+    return verify_file(args.file)
 
 
 def _audit(args: argparse.Namespace) -> int:

@@ -1,5 +1,5 @@
-"""`flowtrail runs create | list | show | watch | cancel | answer | fork | rerun | forks`: run operations through the
-Python client.
+"""`flowtrail runs create | list | show | watch | cancel | answer | fork | rerun | forks | erase`: run operations
+through the Python client.
 
 Every sub-command takes `--url`/`--key` (else FLOWTRAIL_API_KEY, else the key `flowtrail demo` uses) and `--json`
 (the API's answer as JSON instead of text).
@@ -186,6 +186,18 @@ async def cancel_run(client: FlowtrailClient, args: argparse.Namespace) -> int:
     return 0
 
 
+async def erase_run(client: FlowtrailClient, args: argparse.Namespace) -> int:
+    """Erase an ended run's content (its skeleton and hash chain stay)."""
+    result = await client.erase(args.run_id)
+    if args.json:
+        print_json(result)
+    else:
+        done = "erased" if result.outcome == "ERASED" else "was already erased"
+        print(f"run {result.run_id} {done} at {result.erased_at} by {result.erased_by} "
+              f"({result.events_erased} events emptied)")
+    return 0
+
+
 async def answer_run(client: FlowtrailClient, args: argparse.Namespace) -> int:
     """Answer the question a run waits on (the current one, unless --clarify-id names another)."""
     clarify_id = args.clarify_id
@@ -207,7 +219,7 @@ async def answer_run(client: FlowtrailClient, args: argparse.Namespace) -> int:
 
 def add_runs_commands(commands: Any) -> None:
     """Register `flowtrail runs ...` on the `flowtrail` sub-parsers."""
-    runs = commands.add_parser("runs", help="list, show, watch, cancel, answer, fork and re-run runs of a running service")
+    runs = commands.add_parser("runs", help="create, list, show, watch, cancel, answer, fork, re-run and erase runs of a running service")
     runs.set_defaults(run=run_runs_command)
     actions = runs.add_subparsers(dest="action", required=True)
 
@@ -239,6 +251,8 @@ def add_runs_commands(commands: Any) -> None:
     watch.add_argument("run_id", type=run_id)
     watch.add_argument("--after", type=int, default=0, help="start after this event id (Last-Event-ID)")
     action("cancel", cancel_run, "ask for a run to be cancelled").add_argument("run_id", type=run_id)
+    action("erase", erase_run, "erase an ended run's content (its skeleton and hash chain stay)").add_argument(
+        "run_id", type=run_id)
     answer = action("answer", answer_run, "answer the question a run waits on")
     answer.add_argument("run_id", type=run_id)
     answer.add_argument("answer")

@@ -23,6 +23,8 @@ class ApiKey(msgspec.Struct, frozen=True, rename="camel", forbid_unknown_fields=
     """The stable, non-secret name the runs this key creates are recorded under; required (decision 36)."""
     sees_all_runs: bool = False
     """True: every run of its workflows (auditors, operators); false: only the runs this key created."""
+    may_erase: bool = False
+    """True: it may erase every run it sees (`DELETE` of a run); a run's owner may always erase it."""
 
 
 DEMO_KEY = ApiKey(key="demo-key", id="demo", sees_all_runs=True)
@@ -131,6 +133,11 @@ def may_use(key: ApiKey, workflow_name: str, workflow_id: int) -> bool:
     if not key.workflow_names and not key.workflow_ids:
         return True
     return workflow_name in key.workflow_names or workflow_id in key.workflow_ids
+
+
+def may_erase_run(key: ApiKey, owner_key_id: str) -> bool:
+    """True when the key may erase a run it sees: its own, or any when it was given the right (seeing is not enough)."""
+    return key.may_erase or hmac.compare_digest(owner_key_id.encode(), key.id.encode())
 
 
 def sees_run(key: ApiKey, owner_key_id: str) -> bool:

@@ -21,6 +21,9 @@ RUNS_FAILED = Counter(
     "flowtrail_runs_failed_total", "Runs that ended failed or cancelled, by workflow and failure category (errorCode)",
     ["workflow", "error_code"],
 )
+RUNS_ERASED = Counter(
+    "flowtrail_runs_erased_total", "Runs whose content was erased, by who asked (request: DELETE; retention)", ["by"],
+)
 RUNS_ACTIVE = Gauge("flowtrail_runs_active", "Runs this process is executing now")
 EVENTS_APPENDED = Counter("flowtrail_events_appended_total", "Events appended to the log (runs and catalogue)")
 APPEND_SECONDS = Histogram(

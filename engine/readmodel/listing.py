@@ -97,6 +97,14 @@ def _status_clause(sql: _Sql, statuses: tuple[str, ...]) -> str:
     return either[0] if len(either) == 1 else f"({' OR '.join(either)})"
 
 
+def ended_before_sql(table: str, cutoff: str, limit: str) -> str:
+    """Run ids of ended, unerased runs whose end is before `cutoff`, longest ended first (the retention index)."""
+    return (
+        f"SELECT run_id FROM {table} WHERE completed_us < {cutoff} AND erased_us IS NULL "
+        f"ORDER BY completed_us LIMIT {limit}"
+    )
+
+
 class PostgresRowReader:
     """Reads pages and rows with the store's asyncpg pool."""
 
@@ -113,6 +121,10 @@ class PostgresRowReader:
         """One run's stored row."""
         found = await self._fetch(f"SELECT {', '.join(COLUMNS)} FROM {self.table} WHERE run_id = $1", run_id)
         return row_of(tuple(found[0])) if found else None
+
+    async def ended_before(self, cutoff_us: int, limit: int) -> list[str]:
+        """Runs that ended before a time and are not erased, the longest ended first (at most `limit`)."""
+        return [r[0] for r in await self._fetch(ended_before_sql(self.table, "$1", "$2"), cutoff_us, limit)]
 
     async def _fetch(self, text: str, *args: Any) -> list[asyncpg.Record]:
         pool = self._pool()
@@ -134,6 +146,14 @@ class SqliteRowReader:
 
     def _fetch(self, text: str, args: list[Any]) -> list[RunRow]:
         return [row_of(r) for r in self._connections.get().execute(text, args).fetchall()]
+
+    def _ids(self, text: str, args: list[Any]) -> list[str]:
+        return [r[0] for r in self._connections.get().execute(text, args).fetchall()]
+
+    async def ended_before(self, cutoff_us: int, limit: int) -> list[str]:
+        """Runs that ended before a time and are not erased, the longest ended first (at most `limit`)."""
+        text = ended_before_sql(self.table, "?", "?")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self._ids, text, [cutoff_us, limit])
 
     async def page(self, query: RunQuery) -> list[RunRow]:
         """One page of rows, newest first (up to limit + 1)."""

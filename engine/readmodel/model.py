@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -197,6 +198,12 @@ class ReadModel:
                 return rows
             last = found[page - 1]
             query = RunQuery(limit=page, statuses=("RUNNING",), before=(micros(last.created_at) or 0, last.run_id))
+
+    async def ended_before(self, cutoff: datetime, *, limit: int) -> list[UUID]:
+        """Runs that ended before `cutoff` and are not erased, the longest ended first (at most `limit`)."""
+        at = micros(cutoff) or 0
+        found = await self.store.bounded(lambda: self.reader.ended_before(at, limit), "listing")
+        return [UUID(hex=run_id) for run_id in found]
 
     async def row(self, run_id: UUID) -> RunRow | None:
         """A run's stored row."""

@@ -28,11 +28,12 @@ COLUMNS = (
     "run_id", "workflow_name", "workflow_id", "workflow_version", "owner_key_id", "status",
     "cancel_requested", "cancelled", "created_us", "started_us", "completed_us", "error_code",
     "prompt_tokens", "completion_tokens", "last_event_id", "waiting_us",
-    "forked_from_run_id", "forked_from_visit_uuid", "forked_from_position",
+    "forked_from_run_id", "forked_from_visit_uuid", "forked_from_position", "erased_us",
 )
 ADDED_COLUMNS = {
     "waiting_us": "BIGINT",
     "forked_from_run_id": "TEXT", "forked_from_visit_uuid": "TEXT", "forked_from_position": "BIGINT",
+    "erased_us": "BIGINT",
 }
 """Columns added after the table was first shipped: a table without one gets it (and `ADDED_INDEXES`), and its rows
 are rebuilt from the log (`engine.readmodel.model.ReadModel.start`)."""
@@ -54,8 +55,12 @@ INDEXES = {
     "status": "(status, created_us, run_id)",
 }
 """Keyset pagination runs backwards along (created_us, run_id) after the equality filters."""
-ADDED_INDEXES = {"forked_from": "(forked_from_run_id, created_us, run_id)"}
-"""Indexes over added columns, made once the columns are there."""
+ADDED_INDEXES = {
+    "forked_from": "(forked_from_run_id, created_us, run_id)",
+    "retention": "(completed_us) WHERE erased_us IS NULL",
+}
+"""Indexes over added columns, made once the columns are there (`retention`: ended runs not erased yet, longest
+ended first, what retention reads)."""
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -81,6 +86,7 @@ def row_values(row: RunRow) -> tuple[Any, ...]:
         row.cancel_requested, row.cancelled, micros(row.created_at), micros(row.started_at),
         micros(row.completed_at), row.error_code, row.prompt_tokens, row.completion_tokens, row.last_event_id,
         micros(row.waiting_since), row.forked_from_run_id, row.forked_from_visit_uuid, row.forked_from_position,
+        micros(row.erased_at),
     )
 
 
@@ -94,7 +100,7 @@ def row_of(values: Sequence[Any]) -> RunRow:
         created_at=created, started_at=from_micros(values[9]), completed_at=from_micros(values[10]),
         error_code=values[11], prompt_tokens=values[12], completion_tokens=values[13], last_event_id=values[14],
         waiting_since=from_micros(values[15]), forked_from_run_id=values[16], forked_from_visit_uuid=values[17],
-        forked_from_position=values[18],
+        forked_from_position=values[18], erased_at=from_micros(values[19]),
     )
 
 

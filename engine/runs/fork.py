@@ -55,10 +55,12 @@ class ForkPlan:
     new: NewRun
     copied: list[ev.RunEvent]
     rerun: bool
+    chain_head: str = ""
+    """The source's hash-chain link at the cut (hex; empty when that event was stored before the chain)."""
 
     def history(self, created: ev.RunCreated) -> list[ev.RunEvent]:
         """The events that follow the fork's RunCreated: its RunForked and the copied history."""
-        return fork_events(created, self.source, self.point, self.copied, rerun=self.rerun)
+        return fork_events(created, self.source, self.point, self.copied, rerun=self.rerun, chain_head=self.chain_head)
 
 
 class RunForks:
@@ -90,7 +92,12 @@ class RunForks:
             ttl_hours=source.ttl_hours, caller_key_id=caller_key_id,
         )
         copied = copied_history(events, point, reexecuted_nodes(entry.definition, point))
-        return ForkPlan(source, point, entry, new, copied, request.rerun)
+        return ForkPlan(source, point, entry, new, copied, request.rerun, await self._link_at(source_id, point.position))
+
+    async def _link_at(self, run_id: UUID, position: int) -> str:
+        lines = await self.runs.stored_lines(run_id, after=position - 1, limit=1)
+        cells = lines[0][2] if lines else None
+        return "" if cells is None else cells.link.hex()
 
     async def create(self, plan: ForkPlan, *, run_id: UUID, idempotency: IdempotentRequest | None = None) -> Creation:
         """Store the fork (with its copy of the source's workspace); with an idempotency key, the original

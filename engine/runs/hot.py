@@ -215,7 +215,7 @@ class HotRun:
             frame = self._encode_frame(item)
             self.kept[position] = (self.kept[position][0], frame)
             return frame
-        return self._encode_frame(render_stateless(item, self._run_hex))  # type: ignore[arg-type]  # a stateless event
+        return self._encode_frame(render_stateless(item, self._run_hex, self.sse.erased))  # type: ignore[arg-type]  # a stateless event
 
     def replayed(self, events: Sequence[RunEvent], wants: Wants | None) -> list[bytes]:
         """The frames of stored events this run no longer holds in memory: stateless ones rendered
@@ -229,7 +229,7 @@ class HotRun:
                 if wants is None or wants(*topic):
                     out.append(item if isinstance(item, bytes) else self._frame(position, item))
             elif is_stateless(event) and (wants is None or wants(*message_topic(event))):
-                out.append(self._encode_frame(render_stateless(event, self._run_hex)))
+                out.append(self._encode_frame(render_stateless(event, self._run_hex, self.sse.erased)))
         return out
 
     def full_index(self) -> VisitIndex | None:

@@ -18,7 +18,7 @@ from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
-from domain.events import RunEvent
+from domain.events import RunErased, RunEvent
 from engine.clock import utcnow
 from engine.observability.metrics import REPLAY_READS
 from engine.runs.hot import FrameEncoder, HotRun, Wants
@@ -127,8 +127,12 @@ class HotRuns:
         return hot
 
     def publish(self, events: Sequence[RunEvent]) -> None:
-        """Offer newly stored events to the hot runs they belong to."""
+        """Offer newly stored events to the hot runs they belong to; an erased run is dropped (its next reader
+        loads what the log keeps of it)."""
         for run_id, run_events in _by_run(events).items():
+            if type(run_events[-1]) is RunErased:
+                self.forget(run_id)
+                continue
             hot = self._runs.get(run_id)
             if hot is not None and hot.offer(run_events) and hot.complete:
                 asyncio.ensure_future(self._fill_gap(hot))

@@ -19,6 +19,7 @@ from engine.runs.hot import HotRun, Wants
 from engine.runs.hot_runs import HotRuns
 from engine.runs.writer import RunWriter
 from engine.store import AsyncEventStore, ConcurrentAppend
+from engine.store.async_store import StoredLine
 
 logger = logging.getLogger("flowtrail.runs")
 History = Callable[[RunCreated], list[RunEvent]]
@@ -148,6 +149,15 @@ class RunService:
     async def events(self, run_id: UUID, *, after: int = 0, limit: int | None = None) -> list[RunEvent]:
         """The run's events after a position (at most `limit` of them), straight from the log."""
         return await self._store.read_stream(run_id, after=after, limit=limit)
+
+    async def stored_lines(self, run_id: UUID, *, after: int = 0, limit: int | None = None) -> list[StoredLine]:
+        """The run's events after a position exactly as stored, with their chain cells (for exports)."""
+        return await self._store.read_lines(run_id, after=after, limit=limit)
+
+    async def chain_head(self, run_id: UUID) -> tuple[int, bytes] | None:
+        """(position, link) of the run's last event, when it is chained (None: stored before the chain)."""
+        head = await self._store.chain_head(run_id)
+        return None if head is None or head[1] is None else (head[0], head[1])
 
     async def close(self) -> None:
         """Flush every writer; one that cannot flush is logged and does not stop the others."""

@@ -11,23 +11,36 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 from uuid import UUID
 
 import asyncpg
 
+from domain.chain import ChainCells
 from engine.observability.metrics import APPEND_SECONDS, EVENTS_APPENDED, STORE_ERRORS
 from engine.store.deadline import REQUEST_DEADLINE
 from engine.store.event_store import ConcurrentAppend, EventStore, StoreUnavailable
 from engine.store.faults import outage_of
 from engine.store.retries import LEAST_ATTEMPT_SECONDS, RETRY_SECONDS, StoreRetries
-from engine.store.sqlite_reads import SqliteStreamReader
+from engine.store.sqlite_reads import LINE_COLUMNS, LineRow, SqliteStreamReader
 from engine.store.url import qualified_table
 
 logging.getLogger("asyncpg.pool").setLevel(logging.ERROR)  # its reconnect tracebacks; the outage is logged once
 T = TypeVar("T")
+StoredLine = tuple[int, bytes, ChainCells | None]
+"""(position, the event's JSON as stored, its chain cells or None when it was stored before the chain)."""
+
+
+def chain_cells(link: bytes | None, skeleton: bytes | None, content: bytes | None) -> ChainCells | None:
+    """The chain cells of a stored row (None: stored before the chain existed)."""
+    if link is None:
+        return None
+    return ChainCells(bytes(link), None if skeleton is None else bytes(skeleton), None if content is None else bytes(content))
+
+
 class _Abandoned(Exception):
     """The caller stopped waiting before a queued attempt began; it is not made."""
 
@@ -53,6 +66,14 @@ class AsyncEventStore:
         self._select_stream = (
             f"SELECT originator_version, topic, state FROM {table} "
             "WHERE originator_id = $1 AND originator_version > $2 ORDER BY originator_version LIMIT $3"
+        )
+        self._select_lines = (
+            f"SELECT {LINE_COLUMNS} FROM {table} "
+            "WHERE originator_id = $1 AND originator_version > $2 ORDER BY originator_version LIMIT $3"
+        )
+        self._select_head = (
+            f"SELECT originator_version, chain_link FROM {table} WHERE originator_id = $1 "
+            "ORDER BY originator_version DESC LIMIT 1"
         )
         self._select_last = f"SELECT COALESCE(MAX(originator_version), 0) FROM {table} WHERE originator_id = $1"
         self._select_any = f"SELECT 1 FROM {table} LIMIT 1"
@@ -171,6 +192,38 @@ class AsyncEventStore:
             self.on_appended(ids)
         return ids
 
+    async def erase_stream(self, stream_id: UUID, closing: Callable[[int], Any]) -> Any:
+        """Erase a stream's content and append the event `closing(count)` makes, in one transaction
+        (`EventStore.erase_stream`); returns that event. Retried while the store is away: an attempt that
+        committed unheard makes the retry find its position taken (ConcurrentAppend), so the caller reads the log."""
+        event, ids = await self.bounded(
+            lambda: self._write_on_thread(lambda: self.sync.erase_stream(stream_id, closing)), "erase", write=True,
+        )
+        if self.on_appended is not None:
+            self.on_appended(ids)
+        return event
+
+    async def forget_erased_bytes(self) -> None:
+        """Make sure bytes erased earlier are in no log file (SQLite: empty the write-ahead log; PostgreSQL: nothing)."""
+        if self.sqlite is not None:
+            await self.bounded(lambda: self._write_on_thread(self.sync.forget_erased_bytes), "erase", write=True)
+
+    @asynccontextmanager
+    async def exclusively(self, lock: int) -> AsyncIterator[bool]:
+        """Hold a lock of the whole store while the block runs, if no other process holds it: yields whether this
+        one does (PostgreSQL: a session advisory lock, released with its connection if the process dies; SQLite:
+        one process owns the store, always True)."""
+        if self.pool is None:
+            yield True
+            return
+        async with self.pool.acquire() as connection:
+            held = bool(await connection.fetchval("SELECT pg_try_advisory_lock($1)", lock))
+            try:
+                yield held
+            finally:
+                if held:
+                    await connection.execute("SELECT pg_advisory_unlock($1)", lock)
+
     async def appends_done(self) -> None:
         """Wait until the appends this process has in flight now are stored (or failed)."""
         if self._appending:
@@ -191,6 +244,32 @@ class AsyncEventStore:
             return await self._in_thread(lambda: self.sync.read_stream(stream_id, after=after, limit=limit))
         decode = self.mapper.decode_state
         return [decode(state, topic, position) for position, topic, state in rows]
+
+    async def read_lines(self, stream_id: UUID, *, after: int = 0, limit: int | None = None) -> list[StoredLine]:
+        """A stream's events after a position as stored: (position, JSON, chain cells or None), in order."""
+        return await self.bounded(lambda: self._read_lines(stream_id, after, limit), "read")
+
+    async def _read_lines(self, stream_id: UUID, after: int, limit: int | None) -> list[StoredLine]:
+        rows: list[LineRow]
+        if self.sqlite is not None:
+            rows = await self._on_reader(self.sqlite.lines, stream_id, after, limit)
+        else:
+            assert self.pool is not None, "the store is started"
+            rows = [tuple(r) for r in await self.pool.fetch(self._select_lines, stream_id, after, limit)]
+        return [(position, bytes(state), chain_cells(link, skeleton, content))
+                for position, state, link, skeleton, content in rows]
+
+    async def chain_head(self, stream_id: UUID) -> tuple[int, bytes | None] | None:
+        """(position, chain link or None) of a stream's last event; None when there is no such stream."""
+        return await self.bounded(lambda: self._chain_head(stream_id), "read")
+
+    async def _chain_head(self, stream_id: UUID) -> tuple[int, bytes | None] | None:
+        if self.sqlite is not None:
+            found: tuple[int, bytes | None] | None = await self._on_reader(self.sqlite.head, stream_id)
+            return found
+        assert self.pool is not None, "the store is started"
+        row = await self.pool.fetchrow(self._select_head, stream_id)
+        return None if row is None else (row[0], None if row[1] is None else bytes(row[1]))
 
     async def last_position(self, stream_id: UUID) -> int:
         """The position of a stream's last event (0: no such stream)."""

@@ -6,6 +6,7 @@ threads and reads around the library where that is faster.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
@@ -14,9 +15,12 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent
 
 from domain.catalogue import CATALOGUE_EVENT_TYPES
+from domain.chain import ChainCells
 from domain.errors import FlowtrailError
 from domain.events import RUN_EVENT_TYPES
 from domain.idempotency import IDEMPOTENCY_EVENT_TYPES
+from engine.store.chain_links import ChainLinks
+from engine.store.erasure import ErasureSql, Redaction, checkpoint_sqlite, redactions, rewrite, stream_key
 from engine.store.location import (
     POOL_RECONNECT_SECONDS,
     POOL_WAIT_SECONDS,
@@ -27,6 +31,7 @@ from engine.store.location import (
 from engine.store.mapper import MsgspecMapper
 from engine.store.url import APP_NAME, StoreLocation, qualified_table
 
+log = logging.getLogger("flowtrail.store")
 STORED_EVENT_TYPES = (*RUN_EVENT_TYPES, *CATALOGUE_EVENT_TYPES, *IDEMPOTENCY_EVENT_TYPES)
 PAGE = 1000
 
@@ -88,6 +93,8 @@ class EventStore:
         self.mapper = mapper
         self.events_table: str = recorder.events_table_name
         self._datastore: Any = recorder.datastore
+        self.chain = ChainLinks(self._stored_link)
+        self._erasure_sql = ErasureSql.of(location.kind, location.schema, self.events_table)
         self.after_append: Callable[[Sequence[Any], list[int]], None] | None = None
         """Called with each append's events and notification ids once they are stored (the run read model's feed)."""
 
@@ -107,8 +114,9 @@ class EventStore:
         if not events:
             return []
         rows = [self.mapper.to_stored_event(event) for event in events]
+        cells = self.chain.cells(rows)
         try:
-            stored = list(self.app.recorder.insert_events(rows) or ())
+            stored = list(self.app.recorder.insert_events(rows, chains=cells) or ())
         except IntegrityError as exc:
             stored_before = self.stored_ids_if_same(rows) if retried else None
             if stored_before is None:
@@ -116,9 +124,59 @@ class EventStore:
                     f"stream {events[0].originator_id.hex} already has position {events[0].originator_version}"
                 ) from exc
             stored = stored_before
+        self.chain.stored(rows, cells)
         if self.after_append is not None:
             self.after_append(events, stored)
         return stored
+
+    def erase_stream(self, stream_id: UUID, closing: Callable[[int], Any]) -> tuple[Any, list[int]]:
+        """Replace the stored JSON of every event of the stream that holds content by its skeleton, and append
+        the event `closing(how many were rewritten)` returns, in one transaction (all or nothing).
+
+        Returns that event and its notification ids; ConcurrentAppend when its position is taken, and
+        `engine.store.erasure.SkeletonMismatch` (nothing changed) when a skeleton would break the chain.
+        """
+        key = stream_key(self.location.kind, stream_id)
+        with self._datastore.transaction(commit=False) as cursor:
+            cursor.execute(self._erasure_sql.select_rows, (key,))
+            rows = [tuple(r.values()) if isinstance(r, dict) else tuple(r) for r in cursor.fetchall()]
+        found = redactions(rows)
+        event = closing(len(found))
+        appended = [self.mapper.to_stored_event(event)]
+        cells = self.chain.cells(appended)
+        log.info("stream %s: erasing the content of %d events", stream_id.hex, len(found))
+        try:
+            ids = self._erase_in_one_transaction(key, appended, cells, found)
+        except IntegrityError as exc:
+            raise ConcurrentAppend(f"stream {stream_id.hex} already has position {event.originator_version}") from exc
+        self.chain.stored(appended, cells)
+        self.forget_erased_bytes()
+        if self.after_append is not None:
+            self.after_append([event], ids)
+        return event, ids
+
+    def forget_erased_bytes(self) -> None:
+        """On SQLite, move the write-ahead log into the file and empty it: erased bytes stay in no log file."""
+        if self.location.kind == "sqlite":
+            checkpoint_sqlite(self._datastore)
+
+    def _erase_in_one_transaction(
+        self, key: Any, appended: Sequence[StoredEvent], cells: Sequence[ChainCells], found: Sequence[Redaction],
+    ) -> list[int]:
+        """Insert the closing event (the library's insert, its lock and NOTIFY) and rewrite the rows, in one transaction."""
+        recorder: Any = self.app.recorder
+        if self.location.kind == "sqlite":
+            with self._datastore.get_connection(commit=True) as conn:
+                conn.cursor().execute("PRAGMA secure_delete = ON")  # freed bytes are overwritten, not left on the page
+                with conn.transaction(commit=True) as curs:
+                    ids = list(recorder._insert_events(curs, appended, chains=cells))
+                    rewrite(curs, self._erasure_sql, key, found)
+            return ids
+        with self._datastore.transaction(commit=True) as curs:
+            recorder._insert_stored_events(curs, appended, chains=cells)
+            ids = list(recorder._fetch_ids_after_insert_events(curs, appended))
+            rewrite(curs, self._erasure_sql, key, found)
+        return ids
 
     def stored_ids_if_same(self, rows: Sequence[StoredEvent]) -> list[int] | None:
         """The notification ids of rows already stored with exactly this content at their positions, else None."""
@@ -132,21 +190,32 @@ class EventStore:
 
     def _stored_row(self, stream_id: UUID, position: int) -> tuple[int, str, bytes] | None:
         """(notification id, topic, state) of the row at a stream position."""
-        datastore = self._datastore
+        found = self._row_at(stream_id, position, "notification_id, topic, state")
+        return None if found is None else (found[0], found[1], found[2])
+
+    def _stored_link(self, stream_id: UUID, position: int) -> bytes | None:
+        """The chain link stored at a stream position (None: none); LookupError when the position is not stored."""
+        found = self._row_at(stream_id, position, "chain_link")
+        if found is None:
+            raise LookupError(f"stream {stream_id.hex} has no position {position}")
+        return None if found[0] is None else bytes(found[0])
+
+    def _row_at(self, stream_id: UUID, position: int, columns: str) -> tuple[Any, ...] | None:
+        """Some columns of the row at a stream position (`notification_id` is SQLite's rowid), or None."""
         if self.location.kind == "sqlite":
-            select = f'SELECT rowid, topic, state FROM "{self.events_table}" WHERE originator_id = ? AND originator_version = ?'
-            with datastore.transaction(commit=False) as cursor:
-                cursor.execute(select, (stream_id.hex, position))
-                found = cursor.fetchone()
-            return None if found is None else (found[0], found[1], found[2])
-        table = qualified_table(self.location.schema, self.events_table)
-        with datastore.transaction(commit=False) as cursor:
-            cursor.execute(
-                f"SELECT notification_id, topic, state FROM {table} WHERE originator_id = %s AND originator_version = %s",
-                (stream_id, position),
-            )
-            row = cursor.fetchone()
-        return None if row is None else (row["notification_id"], row["topic"], row["state"])
+            columns = columns.replace("notification_id", "rowid")
+            select = f'SELECT {columns} FROM "{self.events_table}" WHERE originator_id = ? AND originator_version = ?'
+            key: Any = stream_id.hex
+        else:
+            table = qualified_table(self.location.schema, self.events_table)
+            select = f"SELECT {columns} FROM {table} WHERE originator_id = %s AND originator_version = %s"
+            key = stream_id
+        with self._datastore.transaction(commit=False) as cursor:
+            cursor.execute(select, (key, position))
+            found = cursor.fetchone()
+        if found is None:
+            return None
+        return tuple(found.values()) if isinstance(found, dict) else tuple(found)  # psycopg's dict rows, sqlite3.Row
 
     def read_stream(self, stream_id: UUID, *, after: int = 0, upto: int | None = None,
                     limit: int | None = None) -> list[Any]:

@@ -19,6 +19,7 @@ def library_env(location: StoreLocation) -> dict[str, str]:
             "PERSISTENCE_MODULE": "eventsourcing.sqlite",
             "SQLITE_DBNAME": str(location.sqlite_path),
             "SQLITE_LOCK_TIMEOUT": "10",
+            "APPLICATION_RECORDER_TOPIC": "engine.store.sqlite_recorder:ChainedSqliteRecorder",
         }
     return {
         "PERSISTENCE_MODULE": "eventsourcing.postgres",

@@ -1,7 +1,9 @@
-"""The library's PostgreSQL application recorder, sending new rows as four binary column arrays.
+"""The library's PostgreSQL application recorder, sending new rows as binary column arrays, chain cells included.
 
 The library inserts a batch as one text array of a composite type, which psycopg builds
-and escapes in Python row by row. This subclass changes only that encoding; the library
+and escapes in Python row by row. This subclass changes only that encoding, and stores the
+hash chain's cells beside each event (three nullable columns, added to a table made before
+the chain existed; see `engine.store.sqlite_recorder`); the library
 keeps the connection pool, the transaction, the table lock, the NOTIFY, the returned
 notification ids and the error mapping. Plugged in through the library's
 `APPLICATION_RECORDER_TOPIC` setting (docs/decisions/0008-postgres-column-arrays.md).
@@ -21,9 +23,13 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 from psycopg import Cursor
 from psycopg.sql import SQL, Identifier
 
+from domain.chain import ChainCells
+from engine.store.chain_links import CHAIN_COLUMNS
+from engine.store.columns import add_missing_columns
+
 
 class ColumnArrayRecorder(PostgresApplicationRecorder):
-    """Inserts events with unnest() over uuid[], int8[], text[] and bytea[] sent in binary.
+    """Inserts events with unnest() over uuid[], int8[], text[] and bytea[] sent in binary (`chains=`: their cells).
 
     The statement is rendered once and prepared on each connection, as the library
     prepares its lock statement.
@@ -32,10 +38,18 @@ class ColumnArrayRecorder(PostgresApplicationRecorder):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.insert_columns_statement = SQL(
-            "INSERT INTO {schema}.{table} AS t (originator_id, originator_version, topic, state)"
-            " SELECT * FROM unnest(%b::uuid[], %b::int8[], %b::text[], %b::bytea[])"
+            "INSERT INTO {schema}.{table} AS t (originator_id, originator_version, topic, state, chain_link, chain_skeleton)"
+            " SELECT * FROM unnest(%b::uuid[], %b::int8[], %b::text[], %b::bytea[], %b::bytea[], %b::bytea[])"
             " RETURNING notification_id"
         ).format(schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name)).as_bytes(None)
+
+    def create_table(self) -> None:
+        """The library's table, then the chain's columns where they are missing (no lock when none is)."""
+        super().create_table()
+        with self.datastore.transaction(commit=True) as curs:
+            add_missing_columns(
+                curs, "postgres", self.datastore.schema, self.events_table_name, dict.fromkeys(CHAIN_COLUMNS, "bytea"),
+            )
 
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
         """The library's insert, one attempt (its retry decorator left out)."""
@@ -43,8 +57,10 @@ class ColumnArrayRecorder(PostgresApplicationRecorder):
         found: Sequence[int] | None = once(self, stored_events, **kwargs)
         return found
 
-    def _insert_stored_events(self, curs: Cursor[Any], stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
-        """Lock and notify as the library does, then insert the rows as column arrays."""
+    def _insert_stored_events(
+        self, curs: Cursor[Any], stored_events: Sequence[StoredEvent], *, chains: Sequence[ChainCells] = (), **_: Any,
+    ) -> None:
+        """Lock and notify as the library does, then insert the rows and their chain cells as column arrays."""
         self._lock_table(curs)
         self._notify_channel(curs)
         columns = (
@@ -52,5 +68,7 @@ class ColumnArrayRecorder(PostgresApplicationRecorder):
             [e.originator_version for e in stored_events],
             [e.topic for e in stored_events],
             [e.state for e in stored_events],
+            [cells.link for cells in chains],
+            [cells.skeleton for cells in chains],
         )
         curs.execute(self.insert_columns_statement, columns, prepare=True)

@@ -15,6 +15,9 @@ from pathlib import Path
 from uuid import UUID
 
 Row = tuple[int, str, bytes]
+LineRow = tuple[int, bytes, bytes | None, bytes | None, bytes | None]
+"""(position, state, chain link, skeleton digest, content digest) of one stored event."""
+LINE_COLUMNS = "originator_version, state, chain_link, chain_skeleton, chain_content"
 
 
 class ReadOnlyConnections:
@@ -55,12 +58,29 @@ class SqliteStreamReader:
             f"SELECT originator_version, topic, state FROM {quoted} "
             "WHERE originator_id = ? AND originator_version > ? ORDER BY originator_version LIMIT ?"
         )
+        self._select_lines = (
+            f"SELECT {LINE_COLUMNS} FROM {quoted} "
+            "WHERE originator_id = ? AND originator_version > ? ORDER BY originator_version LIMIT ?"
+        )
+        self._select_head = (
+            f"SELECT originator_version, chain_link FROM {quoted} WHERE originator_id = ? "
+            "ORDER BY originator_version DESC LIMIT 1"
+        )
         self._select_last = f"SELECT COALESCE(MAX(originator_version), 0) FROM {quoted} WHERE originator_id = ?"
         self._select_any = f"SELECT 1 FROM {quoted} LIMIT 1"
 
     def rows(self, stream_id: UUID, after: int, limit: int | None) -> list[Row]:
         """(position, tag, state) of the stream's rows after `after`, in order."""
         return self._connections.get().execute(self._select, (stream_id.hex, after, -1 if limit is None else limit)).fetchall()
+
+    def lines(self, stream_id: UUID, after: int, limit: int | None) -> list[LineRow]:
+        """The stream's stored JSON and chain cells after `after`, in order."""
+        return self._connections.get().execute(self._select_lines, (stream_id.hex, after, -1 if limit is None else limit)).fetchall()
+
+    def head(self, stream_id: UUID) -> tuple[int, bytes | None] | None:
+        """(position, chain link) of the stream's last event (None: no such stream)."""
+        found = self._connections.get().execute(self._select_head, (stream_id.hex,)).fetchone()
+        return None if found is None else (found[0], found[1])
 
     def last_position(self, stream_id: UUID) -> int:
         """The stream's last position (0: no such stream)."""

@@ -218,3 +218,25 @@ async def test_runs_waiting_for_an_answer_are_listed_first_with_since_when(
     assert await listed.first.get_attribute("data-run-id") == newer
     assert "waiting for an answer" in await page.locator(f'table.runs tr[data-run-id="{waiting}"]').inner_text()
     await shot(page, "list-waiting-first", store)
+
+
+async def test_an_erased_run_is_shown_as_erased_with_the_same_events_and_none_of_its_content(
+    page: Any, viewer_server: RunningServer, store: str
+) -> None:
+    run_id = await create_run(viewer_server, "demo-report", topic="a secret topic")
+    ids = await stream_ids(viewer_server, "demo-report", run_id)
+    async with viewer_server.client(key=KEY) as http:
+        erased = await http.delete(f"/api/v1/workflows/demo-report/runs/{run_id}")
+    assert erased.status_code == 200, erased.text
+    await sign_in(page, viewer_server.base_url)
+    listed = page.locator(f'tr[data-run-id="{run_id}"] .badge-erased')
+    await listed.wait_for(timeout=WAIT_MS)
+    await open_run(page, viewer_server.base_url, run_id)
+    await wait_until_ended(page)
+    await page.locator('#run[data-erased="true"]').wait_for(timeout=WAIT_MS)
+    await shot(page, "erased", store)
+    assert await shown_ids(page) == ids
+    outcome = await page.locator(".outcome").inner_text()
+    assert "ERASED" in outcome and "content was erased on " in outcome
+    assert "secret topic" not in await page.locator("#run").inner_text()
+    assert await page.locator(".outcome .download").count() == 0

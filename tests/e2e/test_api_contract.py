@@ -223,8 +223,9 @@ async def test_the_result_of_a_finished_run_has_exactly_the_seeds_shape(api, cli
     seed_fields = {"runId", "workflowId", "workflowName", "displayName", "status", "startedAt", "completedAt",
                    "error", "outputs", "nodes", "workspace"}
     assert set(data) == seed_fields | {"createdAt", "cancelRequested", "cancelled", "usage", "errorCode",
-                                       "waitingForAnswer", "waitingSince", "currentPause"}
+                                       "waitingForAnswer", "waitingSince", "currentPause", "chain"}
     assert data["usage"] == {"promptTokens": 0, "completionTokens": 0}
+    assert set(data["chain"]) == {"position", "link"} and len(data["chain"]["link"]) == 64
     assert (data["runId"], data["workflowId"], data["workflowName"], data["displayName"]) == (
         run_id, 1, "military-analyze-agent", "军事分析助手")
     assert data["status"] == "SUCCESS" and data["error"] is None

@@ -383,3 +383,26 @@ async def test_forks_carry_forked_from_in_get_run_and_the_listing_and_are_listed
     assert [item["runId"] for item in page["items"] + rest["items"]] == [second["runId"], first["runId"]]
     assert [item["runId"] for item in below["items"]] == [grandchild["runId"]] and rest["nextCursor"] is None
     assert refusal(hidden) == (404, "RUN_NOT_FOUND")
+
+
+async def test_a_fork_names_its_sources_chain_link_and_keeps_its_own_copy_when_the_source_is_erased(demo_server):
+    async with demo_server.client() as client:
+        source_id, _ = await finished_run(client, "demo-report", {"topic": "a fork's own copy"})
+        source_events = await stored(demo_server, source_id)
+        answer = await fork(client, "demo-report", source_id, {"fromNode": "summary"})
+        assert answer.status_code == 201, answer.text
+        fork_id = answer.json()["data"]["runId"]
+        fork_stream = await run_to_end(client, "demo-report", fork_id)
+        events_before = (await client.get(f"/api/v1/runs/{fork_id}/events")).text
+        erased = await client.delete(run_path("demo-report", source_id))
+        assert erased.status_code == 200, erased.text
+        replayed = await raw_stream(client, f"{run_path('demo-report', fork_id)}/stream")
+        events_after = (await client.get(f"/api/v1/runs/{fork_id}/events")).text
+        source_lines = (await client.get(f"/api/v1/runs/{source_id}/events")).text.splitlines()
+    forked = (await stored(demo_server, fork_id))[1]
+    assert isinstance(forked, ev.RunForked)
+    cut = json.loads(source_lines[forked.source_position - 1])
+    assert forked.source_chain_head and forked.source_chain_head == cut["chain"]["link"]
+    assert "a fork's own copy" in events_after and events_after == events_before
+    assert replayed.messages == fork_stream.messages
+    assert visit_of(source_events, "summary")

@@ -151,6 +151,11 @@ class RunLog:
         self._add(ev.RunFailed, error=error)
         return self
 
+    def erase(self, erased_by: str = "demo", events_erased: int = 0) -> RunLog:
+        """RunErased."""
+        self._add(ev.RunErased, erased_by=erased_by, events_erased=events_erased)
+        return self
+
     def model_called(self, uuid: str = "", *, purpose: str = "node", attempt: int = 1, prompt_tokens: int = 0,
                      completion_tokens: int = 0, error_code: str | None = None) -> RunLog:
         """ModelCalled for a visit (the planner's when `uuid` is empty)."""

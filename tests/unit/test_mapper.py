@@ -26,7 +26,7 @@ def one_of_every_run_event() -> list[Any]:
     log.model_called(visit, prompt_tokens=10, completion_tokens=4).model_called(visit, attempt=2, error_code="HTTP_429")
     log.remote_run(visit, stop="cancelled", outcome="cancelled", prompt_tokens=12, completion_tokens=3)
     log.fail(visit, "boom", output={"status": 500, "message": "boom", "data": None}).skip("c", reason="no branch")
-    return log.request_cancel("enough").cancel("enough").finish({"r": 1}, files=("out.md",)).fail_run("boom").events
+    return log.request_cancel("enough").cancel("enough").finish({"r": 1}, files=("out.md",)).fail_run("boom").erase().events
 
 
 def one_catalogue_event() -> WorkflowPublished:

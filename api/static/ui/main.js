@@ -131,11 +131,18 @@ function runRow(item) {
   const note = item.waitingForAnswer ? "waiting for an answer" : item.errorCode;
   return h("tr", { dataset: { runId: item.runId } },
     h("td", {}, runLink(item), forkNote(item)),
-    h("td", {}, item.workflowName), h("td", {}, badge(item.status), note ? h("span", { class: "muted" }, ` ${note}`) : null),
+    h("td", {}, item.workflowName), h("td", {}, badge(item.status), item.erasedAt ? erasedBadge(item.erasedAt) : null,
+      note ? h("span", { class: "muted" }, ` ${note}`) : null),
     h("td", {}, h("time", { datetime: item.createdAt }, new Date(item.createdAt).toLocaleString())),
     h("td", { class: "tokens", title: "prompt / completion tokens (model calls and gateway runs)" },
       `${item.promptTokens} / ${item.completionTokens}`),
     h("td", {}, String(item.lastEventId)));
+}
+
+function erasedBadge(erasedAt) {
+  const mark = badge("ERASED");
+  mark.title = `erased ${new Date(erasedAt).toLocaleString()}`;
+  return mark;
 }
 
 async function showRun(runId) {
@@ -218,12 +225,20 @@ async function showRun(runId) {
   };
   const schedule = () => { if (!frame) frame = requestAnimationFrame(paint); };
   const apply = (messages) => {
+    const wasErased = run.erased;
     for (const message of messages) {
       const changed = applyMessage(run, message);
       if (changed) dirty.add(changed);
     }
+    if (run.erased && !wasErased) whenErased();
     schedule();
   };
+  const whenErased = () => data(runPath).then((result) => { // the stream says that it was erased, the run says when
+    run.erasedAt = result.erasedAt;
+    root.dataset.erased = "true";
+    dirty.add("run");
+    schedule();
+  }).catch((error) => say(error.message, "error"));
 
   const follower = new StreamFollower({
     workflowName, runId,

@@ -7,7 +7,7 @@ export function emptyRun(runId, copiedUpTo = 0) {
   return {
     runId, status: "CREATED", visits: new Map(), decisions: [], pause: null, todo: null,
     output: null, error: null, files: [], log: [], lastId: 0, terminal: false, arrivals: 0, copiedUpTo,
-    usage: null, remoteWorkMayBeRunning: false,
+    usage: null, remoteWorkMayBeRunning: false, erased: false,
   };
 }
 
@@ -114,6 +114,7 @@ export function applyMessage(run, message) {
   if (message.id <= run.lastId) return null;
   run.lastId = message.id;
   run.log.push({ id: message.id, event: message.event, nodeId: message.data.nodeId || "", kind: message.data.kind || "" });
+  if (message.data.erased) run.erased = true; // every message of an erased run says so (docs/history.md)
   const apply = EVENTS[message.event];
   const changed = apply ? apply(run, message.data, message.id) : "run";
   if (changed && changed !== "run") {

@@ -143,6 +143,12 @@ export class RunView {
   showOutcome(run) {
     const parts = [h("h2", {}, "Run "), badge(run.status)];
     if (run.errorCode) parts.push(h("code", { class: "error-code" }, ` ${run.errorCode}`));
+    if (run.erased) {
+      parts[0].append(badge("ERASED"));
+      parts.push(h("p", { class: "erased-note" }, "This run's content was erased",
+        run.erasedAt ? ` on ${new Date(run.erasedAt).toLocaleString()}` : "",
+        ": what it was given and produced is gone; its steps, times and hash chain remain."));
+    }
     if (run.error) parts.push(h("pre", { class: "error" }, run.error));
     if (run.remoteWorkMayBeRunning) {
       parts.push(h("p", { class: "remote-warning", role: "alert" },
@@ -150,7 +156,7 @@ export class RunView {
     }
     if (run.usage) parts.push(usageLine(run.usage));
     if (run.output) parts.push(h("h3", {}, "Output"), h("pre", { class: "output" }, pretty(run.output)));
-    if (run.terminal && run.status === "SUCCESS") {
+    if (run.terminal && run.status === "SUCCESS" && !run.erased) {
       if (run.files.length) parts.push(h("ul", { class: "files" }, ...run.files.map((f) => h("li", {}, f))));
       parts.push(h("button", { type: "button", class: "download", onclick: () => this.onDownload() }, "Download workspace (zip)"));
     }
