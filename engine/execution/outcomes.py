@@ -54,5 +54,10 @@ class Cancelled:
     """The run stopped after a cancel request."""
 
 
+@dataclass(frozen=True)
+class HandedOver:
+    """The run stopped at a visit boundary because this process is stopping; nothing is recorded."""
+
+
 VisitOutcome = Done | Failed | Paused
-RunOutcome = Completed | Failed | Paused | Cancelled
+RunOutcome = Completed | Failed | Paused | Cancelled | HandedOver

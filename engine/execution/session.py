@@ -24,6 +24,7 @@ from domain.workflow import MODEL_NODE_TYPES, AnyNode, WorkflowDefinition, node_
 from engine.clock import utcnow
 from engine.execution.errors import (
     CancelHalt,
+    HandOverHalt,
     PauseForAnswer,
     RunFailure,
     VisitFailure,
@@ -37,6 +38,7 @@ from engine.execution.outcomes import (
     Completed,
     Done,
     Failed,
+    HandedOver,
     Paused,
     RunOutcome,
     Skip,
@@ -72,13 +74,15 @@ class RunSession:
     """Executes one run from where its log stands, appending every step."""
 
     def __init__(self, tools: SessionTools, run_id: UUID, journal: Journal, progress: Progress,
-                 cancel_event: asyncio.Event) -> None:
+                 cancel_event: asyncio.Event, stopping: asyncio.Event | None = None) -> None:
         self.tools = tools
         self.registry = tools.registry
         self.run_id = run_id
         self.journal = journal
         self.progress = progress
         self.cancel_event = cancel_event
+        self.stopping = stopping
+        """Set when this process stops: the session ends at its next visit boundary (visits in flight go on)."""
         self.defn: WorkflowDefinition | None = None
 
     @property
@@ -95,6 +99,16 @@ class RunSession:
         """A safe point: stop here when a cancel was requested."""
         if self.cancel_requested:
             raise CancelHalt()
+
+    @property
+    def handing_over(self) -> bool:
+        """True once this process stops: no visit (nor planner call) begins any more."""
+        return self.stopping is not None and self.stopping.is_set()
+
+    def check_handover(self) -> None:
+        """A visit boundary: stop here when this process stops (the run goes on from its log elsewhere)."""
+        if self.handing_over:
+            raise HandOverHalt()
 
     def node(self, node_id: str) -> AnyNode:
         """The workflow's node with this id (RunFailure when the definition has none)."""
@@ -117,6 +131,7 @@ class RunSession:
         """Run the workflow (its recorded version, from `definition`) from where the log stands to an outcome."""
         try:
             self.check_cancel()
+            self.check_handover()
             self.defn = definition()
             remaining = self._time_left()
             if remaining <= 0:
@@ -125,6 +140,8 @@ class RunSession:
                 return await self.tools.modes[self.defn.mode](self)
         except CancelHalt:
             return Cancelled()
+        except HandOverHalt:
+            return HandedOver()
         except RunFailure as error:
             return Failed(str(error))
         except TimeoutError:
@@ -138,14 +155,17 @@ class RunSession:
         return f"the run timed out after {self.settings.run_timeout_seconds:g} s (its time limit)"
 
     async def finish(self, outcome: RunOutcome) -> None:
-        """Append the outcome: the terminal event (closing any open visit), or the question that pauses the run.
+        """Append the outcome: the terminal event (closing any open visit), or the question that pauses the run;
+        a hand-over appends nothing.
 
         An append the run's time limit cut short still lands (it is shielded); the flush waits for it, so the
         visits closed here are the ones still open once it has.
         """
         await self.journal.flush()
-        if isinstance(outcome, (Completed, Paused)) and self.cancel_requested:
+        if isinstance(outcome, (Completed, Paused, HandedOver)) and self.cancel_requested:
             outcome = Cancelled()
+        if isinstance(outcome, HandedOver):
+            return
         try:
             await self._append_outcome(outcome)
         except IllegalTransition:

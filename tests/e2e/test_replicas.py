@@ -274,7 +274,7 @@ async def test_a_run_whose_start_was_stored_without_its_job_is_queued_by_the_swe
           f"(the sweep runs every {STALL_SECONDS:g} s, the stall threshold)")
 
 
-async def test_a_stop_signal_hands_the_runs_of_a_replica_to_the_other_at_once_not_after_the_stall_threshold(
+async def test_a_stop_signal_hands_the_runs_of_a_replica_to_the_other_at_their_next_visit_boundary_not_after_the_stall_threshold(
         postgres, tmp_path):
     first, second, run_id, follower, following = await executing_on_first(
         postgres, tmp_path, FLOWTRAIL_WORKER_STALL_SECONDS="60")

@@ -1,5 +1,6 @@
 """A client that follows one run's stream by hopping between replicas: it reads some messages on one, then resumes
-on another with Last-Event-ID, until the terminal event; it records how every connection ended."""
+on another with Last-Event-ID, until the terminal event; it records how every connection ended. With one client
+(a load balancer's address) it resumes there after each cut or reconnect hint."""
 
 from __future__ import annotations
 
@@ -63,7 +64,8 @@ class Hopper:
                 return self
             if connection.ending in ("cut", "reconnect hint"):
                 await asyncio.sleep(RETRY_SECONDS)
-            replica = (replica + self.rng.randrange(1, len(self.clients))) % len(self.clients)
+            if len(self.clients) > 1:
+                replica = (replica + self.rng.randrange(1, len(self.clients))) % len(self.clients)
         return self
 
     async def _read_once(self, replica: int, take: int) -> Connection:
