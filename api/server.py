@@ -59,8 +59,11 @@ class GracefulServer(uvicorn.Server):
         if self.drain is None or self.force_exit:
             return
         draining = asyncio.ensure_future(self.drain())
+        ticks = 0
         while not draining.done() and not self.force_exit:
             await asyncio.wait({draining}, timeout=0.1)
+            ticks += 1
+            await self.on_tick(ticks)  # uvicorn's tick: the Date header stays current while requests are served
         draining.cancel()
         (outcome,) = await asyncio.gather(draining, return_exceptions=True)
         if isinstance(outcome, Exception):

@@ -210,19 +210,20 @@ class JobDispatch:
             return
         self._stopping = True
         worker = self._worker
-        if worker is None or worker.worker_id is None:
+        if worker is None:
             return
         worker.shutdown_graceful_timeout = window + HAND_BACK_SECONDS
         worker.stop()
         self._tasks.append(asyncio.create_task(self._beat_while_draining(worker), name="flowtrail-drain-heartbeat"))
 
     async def _beat_while_draining(self, worker: Worker) -> None:
-        """The heart-beat procrastinate stops while it waits for the jobs of a stopping worker."""
-        while (worker_id := worker.worker_id) is not None:
-            try:
-                await self.app.job_manager.update_heartbeat(worker_id)
-            except Exception as error:  # noqa: BLE001 - a missed beat is retried; the stall threshold is far off
-                logger.debug("heart-beat while draining failed: %s", error)
+        """The heart-beat procrastinate stops while it waits for the jobs of a stopping worker (until it ended)."""
+        while self._supervisor is not None and not self._supervisor.done():
+            if (worker_id := worker.worker_id) is not None:
+                try:
+                    await self.app.job_manager.update_heartbeat(worker_id)
+                except Exception as error:  # noqa: BLE001 - a missed beat is retried; the stall threshold is far off
+                    logger.debug("heart-beat while draining failed: %s", error)
             await asyncio.sleep(self.settings.heartbeat_seconds)
 
     async def stopped(self, timeout: float) -> None:
