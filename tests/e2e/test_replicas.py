@@ -173,16 +173,23 @@ async def test_a_double_start_across_two_servers_answers_one_success_and_one_409
                 assert loser.json()["code"] == "RUN_ALREADY_STARTED"
 
 
+SLOW_PACE = "0.06"
+"""A demo report then takes about 10 s: it is still executing once a second server has started on a loaded machine
+(at pace 0.02 it sometimes ended first, and a test meant for a run in flight watched a finished one)."""
+
+
 async def executing_on_first(url: str, tmp_path, **env: str):
     """A run executing on a first server (started alone), then a second server on the same store."""
-    first = await ServerProcess(url, tmp_path / "first", **{**REPLICA_ENV, **env}).start()
+    env = {**REPLICA_ENV, "FLOWTRAIL_SCRIPTED_PACE_SECONDS": SLOW_PACE, **env}
+    first = await ServerProcess(url, tmp_path / "first", **env).start()
     client = first.client()
     run_id = await start(client, "tides")
     follower = Follower(run_id)
     following = asyncio.create_task(follower.follow(client))
     following.add_done_callback(lambda _: asyncio.ensure_future(client.aclose()))
     await asyncio.wait_for(follower.got.wait(), 20)
-    second = await ServerProcess(url, tmp_path / "second", **{**REPLICA_ENV, **env}).start()
+    second = await ServerProcess(url, tmp_path / "second", **env).start()
+    assert not set(follower.events) & set(TERMINAL_EVENTS), "the run ended before the second server was up"
     return first, second, run_id, follower, following
 
 
