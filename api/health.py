@@ -75,7 +75,7 @@ class Readiness:
             problems.append(f"store ({store['kind']}) unreachable: {store['error']}")
         accepting = self.accepting_runs()
         if not accepting:
-            problems.append("the engine does not accept runs (none here, or shutting down)")
+            problems.append("the engine does not accept runs (none here, or the process is stopping: its runs drain)")
         models = [{"id": model_id, "probe": "not probed"} for model_id in self.model_ids]
         gateways = [{"id": r.gateway, "probe": r.status, "detail": r.detail} for r in await self.gateway_probes()]
         return ReadinessReport(store=store, engine={"acceptingRuns": accepting}, models=models, gateways=gateways,

@@ -51,7 +51,7 @@ from api.schemas import (
     error_responses,
     inline_schema,
 )
-from api.streams import LAST_EVENT_ID, OpenStream, open_stream, parse_last_event_id
+from api.streams import LAST_EVENT_ID, OpenStream, open_stream, resume_cursor
 from api.uploads import CreateBody, read_create_body
 from api.views import created_view, erased_view, run_view, started_view
 from domain.catalogue import WorkflowEntry
@@ -145,7 +145,7 @@ async def start_and_stream(
             await start_quietly(engine, creation.run_id)
         else:
             await engine.start(creation.run_id)
-        cursor = parse_last_event_id(last_event_id, hot.version) if creation.replayed else 0
+        cursor = await resume_cursor(runs, hot, last_event_id) if creation.replayed else 0
     except BaseException:
         stream.close()
         raise

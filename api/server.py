@@ -12,7 +12,7 @@ import resource
 import signal
 import socket
 import threading
-from collections.abc import Callable, Generator
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from types import FrameType
 from typing import Any
 
@@ -23,12 +23,16 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class GracefulServer(uvicorn.Server):
-    """On SIGTERM or SIGINT: `on_stop` runs at once (streams end, the engine stops taking runs), then uvicorn
-    stops accepting, waits for open responses within its grace period and shuts the app down; exit status 0."""
+    """On SIGTERM or SIGINT: `on_stop` runs at once (streams end, the engine stops taking runs), then `drain` (the
+    runs in flight reach a visit boundary) while requests are still served, then uvicorn stops accepting, waits for
+    open responses within its grace period and shuts the app down; exit status 0. A second SIGINT cuts the drain
+    short."""
 
-    def __init__(self, config: uvicorn.Config, *, on_stop: Callable[[], None]) -> None:
+    def __init__(self, config: uvicorn.Config, *, on_stop: Callable[[], None],
+                 drain: Callable[[], Awaitable[None]] | None = None) -> None:
         super().__init__(config)
         self.on_stop = on_stop
+        self.drain = drain
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
@@ -41,6 +45,23 @@ class GracefulServer(uvicorn.Server):
             await super().serve(sockets)
         finally:
             watching.cancel()
+
+    async def main_loop(self) -> None:
+        """Serve until a stop signal, then drain: requests are still answered meanwhile (a visit in flight may call
+        the context API; a balancer learns from /readyz that this process is going)."""
+        await super().main_loop()
+        if self.drain is None or self.force_exit:
+            return
+        draining = asyncio.ensure_future(self.drain())
+        ticks = 0
+        while not draining.done() and not self.force_exit:
+            await asyncio.wait({draining}, timeout=0.1)
+            ticks += 1
+            await self.on_tick(ticks)  # uvicorn's tick: the Date header stays current while requests are served
+        draining.cancel()
+        (outcome,) = await asyncio.gather(draining, return_exceptions=True)
+        if isinstance(outcome, Exception):
+            log.error("draining the runs failed: %s: %s", type(outcome).__name__, outcome)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         """uvicorn's stop, with `on_stop` scheduled on the server's loop (a signal handler may not touch it)."""

@@ -173,15 +173,17 @@ def parse_last_event_id(raw: str | None, last_position: int) -> int:
 async def resume_cursor(runs: RunService, hot: HotRun, raw: str | None) -> int:
     """The `Last-Event-ID` to resume after, checked against the newest position known.
 
-    A run still loading knows the log's last position from when its load began; an id
-    beyond it (appended since, by another process) is checked against the log once more.
+    What this process knows of a run can trail the log: another replica appends while the live
+    tail brings its events here, and a run still loading knows the log's end from when its load
+    began. An id beyond what is known here (another replica may have sent it already) is
+    checked against the log, and the run catches up from the log at once.
     """
     try:
         return parse_last_event_id(raw, hot.known_last)
     except ApiError:
-        if hot.complete:
-            raise
-        return parse_last_event_id(raw, await runs.last_position(hot.run_id))
+        if not (raw or "").strip().isdigit():
+            raise  # not a position at all: the log has nothing to add
+        return parse_last_event_id(raw, await runs.newest_position(hot))
 
 
 class OpenStream:

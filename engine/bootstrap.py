@@ -17,7 +17,7 @@ from engine.catalogue import DEMO_DIR, Catalogue
 from engine.context.access import VisitContextTools
 from engine.context.tokens import ContextTokens
 from engine.context.views import ContextReader
-from engine.dispatch import JobDispatch
+from engine.dispatch import HAND_BACK_SECONDS, JobDispatch
 from engine.execution import Engine, RunExecutor, RunLocks, RunTasks, session_tools
 from engine.execution.models import build_registry
 from engine.execution.ports import ContextTools
@@ -122,12 +122,31 @@ class Services:
         if erased:
             logger.info("retention erased the content of %d runs", erased)
 
+    def stop_taking_work(self) -> None:
+        """The process stops (a signal): streams end with the reconnect hint, readiness says not ready, no job is
+        taken and no visit begins; the visits in flight go on (`drain`)."""
+        self.hot_runs.close_streams()
+        if self.engine is not None:
+            self.engine.stop_taking_runs()
+        if self.dispatch is not None:
+            self.dispatch.stop_taking_jobs(self.settings.dispatch.drain_seconds)
+
+    async def drain(self) -> None:
+        """After `stop_taking_work`: wait (at most FLOWTRAIL_DRAIN_SECONDS) until every run executing here reached
+        a visit boundary and was handed over; hand over the rest at once (both logged)."""
+        if self.engine is not None:
+            await self.engine.drain(self.settings.dispatch.drain_seconds)
+        if self.dispatch is not None:
+            await self.dispatch.stopped(HAND_BACK_SECONDS)
+
     async def close(self) -> None:
-        """Flush writers, stop the tail and close the store."""
+        """Hand over at once what still executes here, flush writers, stop the tail and close the store."""
         for sweeper in self._sweepers:
             sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sweeper
+        if self.engine is not None:
+            self.engine.stop_taking_runs()
         if self.dispatch is not None:
             await self.dispatch.close()
         if self.engine is not None:
@@ -205,7 +224,7 @@ def build_services(settings: Settings, *, encode_frame: FrameEncoder,
             deliver=partial(_deliver_foreign, hot_runs, tasks), local_appends_done=store.appends_done,
         )
         store.on_appended = tail.appended_here
-        dispatch = JobDispatch(location, settings.dispatch, execute=tasks.execute_here, on_stop=tasks.stop_taking_runs)
+        dispatch = JobDispatch(location, settings.dispatch, execute=tasks.execute_here)
     engine = Engine(runs, tasks, dispatch=dispatch)
     keys = KeyRing(settings.api_keys)
     key_file = None if settings.api_keys_file is None else KeyFile(

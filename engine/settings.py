@@ -130,7 +130,8 @@ class LimitSettings:
 
 @dataclass(frozen=True)
 class DispatchSettings:
-    """How replicas on one PostgreSQL share the runs (procrastinate jobs; unused on SQLite)."""
+    """How replicas on one PostgreSQL share the runs (procrastinate jobs), and how a stopping process hands its runs
+    over (on SQLite too: to its own next start)."""
 
     worker_concurrency: Annotated[int, setting(
         "FLOWTRAIL_WORKER_CONCURRENCY", "runs one replica executes at once (the rest wait as queued jobs)", ge=1,
@@ -145,6 +146,11 @@ class DispatchSettings:
     pool_size: Annotated[int, setting(
         "FLOWTRAIL_WORKER_POOL_SIZE", "PostgreSQL connections of the job queue per replica (one more listens)", ge=2,
     )] = 3
+    drain_seconds: Annotated[float, setting(
+        "FLOWTRAIL_DRAIN_SECONDS", "on SIGTERM/SIGINT, how long the visits in flight get to end: each run stops at its "
+        "next visit boundary and continues from its log on another replica (SQLite: at the next start); a run still "
+        "in a visit when this ends is handed over at once and that visit runs again", ge=0,
+    )] = 20.0
 
 
 @dataclass(frozen=True)

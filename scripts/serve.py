@@ -110,7 +110,7 @@ def serve() -> int:
         timeout_graceful_shutdown=math.ceil(settings.stream.shutdown_grace_seconds) or None,
         **uvicorn_logging(settings.log_level), **connection_options(settings),
     )
-    server = Server(config, on_stop=services.hot_runs.close_streams)
+    server = Server(config, on_stop=services.stop_taking_work, drain=services.drain)
     server.started_up = startup_lock
     server.on_hangup = services.reload_keys
     try:

@@ -1,5 +1,5 @@
 """Runs shared by replicas on one PostgreSQL: a procrastinate job per run execution; it owns the job tables."""
 
-from engine.dispatch.jobs import JobDispatch
+from engine.dispatch.jobs import HAND_BACK_SECONDS, JobDispatch
 
-__all__ = ["JobDispatch"]
+__all__ = ["HAND_BACK_SECONDS", "JobDispatch"]

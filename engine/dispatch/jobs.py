@@ -3,7 +3,13 @@
 Every replica runs a procrastinate worker in its own process (an asyncio task, restarted
 with backoff when it fails, e.g. while PostgreSQL is down) and a periodic check that
 replaces the jobs of workers that stopped heart-beating (a replica killed with -9), so
-another replica continues their runs from the log. On shutdown the worker stops at once:
+another replica continues their runs from the log.
+
+When the process stops (`stop_taking_jobs`, at the signal) the worker takes no job any more
+and waits for the jobs running here (procrastinate's `shutdown_graceful_timeout`: the drain
+window, and a little more for the hand-backs), heart-beating meanwhile so that no replica
+takes them for stalled; each job ends when its run reaches a visit boundary and goes back
+to the queue at once (`HandBack`), for another replica. `close` without that stops at once:
 the jobs of runs still executing here are re-queued, never left `doing` nor marked done.
 """
 
@@ -18,6 +24,7 @@ from uuid import UUID
 from procrastinate import App, PsycopgConnector
 from procrastinate.jobs import Job, Status
 from procrastinate.retry import BaseRetryStrategy, RetryDecision
+from procrastinate.worker import Worker
 
 from engine.dispatch.schema import conninfo, ensure_job_schema
 from engine.settings import DispatchSettings
@@ -31,6 +38,8 @@ HEALTHY_SECONDS = 30.0
 """A worker that ran this long before it failed counts as recovered: its next failure is logged again."""
 MAX_POLL_SECONDS = 1.0
 """Longest wait before a worker looks for jobs without a notification (a re-queued job sends none)."""
+HAND_BACK_SECONDS = 5.0
+"""After the drain window, what the jobs get to hand their runs back before the worker aborts them itself."""
 SELECT_QUEUED = (
     "SELECT DISTINCT lock FROM procrastinate_jobs "
     "WHERE task_name = %(task)s AND status IN ('todo', 'doing') AND lock = ANY(%(locks)s)"
@@ -68,11 +77,15 @@ class OneLineLibraryErrors(logging.Filter):
 
 
 class HandBack(BaseRetryStrategy):
-    """Re-queue a job its worker stopped (shutdown) at once; one that failed, after a capped backoff."""
+    """Re-queue at once a job its worker stopped, or that ended while its replica stops (its run handed over at a
+    visit boundary); one that failed, after a capped backoff."""
+
+    def __init__(self, stopping: Callable[[], bool]) -> None:
+        self.stopping = stopping
 
     def get_retry_decision(self, *, exception: BaseException, job: Job) -> RetryDecision | None:
         """When (and whether) the job runs again."""
-        if isinstance(exception, asyncio.CancelledError):
+        if isinstance(exception, asyncio.CancelledError) or self.stopping():
             return RetryDecision(retry_in={"seconds": 0})
         if job.attempts >= 20:
             return None
@@ -83,19 +96,19 @@ class JobDispatch:
     """procrastinate on the store's PostgreSQL: defers run executions and executes the ones this replica takes."""
 
     def __init__(
-        self, location: StoreLocation, settings: DispatchSettings, *,
-        execute: Callable[[UUID], Awaitable[None]], on_stop: Callable[[], None] | None = None,
+        self, location: StoreLocation, settings: DispatchSettings, *, execute: Callable[[UUID], Awaitable[None]],
     ) -> None:
         self.location = location
         self.settings = settings
         self.execute = execute
-        self.on_stop = on_stop
         quiet_library_logs()
         self.app = App(connector=PsycopgConnector(
             conninfo=conninfo(location), min_size=1, max_size=settings.pool_size, name="flowtrail-jobs",
         ))
-        self.app.task(name=TASK_NAME, retry=HandBack(), pass_context=False)(self._execute_run)
+        self.app.task(name=TASK_NAME, retry=HandBack(lambda: self._stopping), pass_context=False)(self._execute_run)
         self._tasks: list[asyncio.Task[None]] = []
+        self._worker: Worker | None = None
+        self._supervisor: asyncio.Task[None] | None = None
         self._stopping = False
 
     async def _execute_run(self, run_id: str) -> None:
@@ -106,8 +119,9 @@ class JobDispatch:
         if await ensure_job_schema(self.location):
             logger.info("created the job queue's tables in schema %s", self.location.schema)
         await self.app.open_async()
+        self._supervisor = asyncio.create_task(self._supervise(), name="flowtrail-job-worker")
         self._tasks = [
-            asyncio.create_task(self._supervise(), name="flowtrail-job-worker"),
+            self._supervisor,
             asyncio.create_task(self._replace_stalled_forever(), name="flowtrail-stalled-jobs"),
         ]
 
@@ -130,8 +144,9 @@ class JobDispatch:
         loop = asyncio.get_running_loop()
         while not self._stopping:
             began = loop.time()
+            self._worker = Worker(app=self.app, **self._worker_options())
             try:
-                await self.app.run_worker_async(**self._worker_options())
+                await self._worker.run()
                 failure: str = "it stopped on its own"
             except Exception as error:  # noqa: BLE001 - any failure of the worker is logged once and retried
                 failure = f"{type(error).__name__}: {error}"
@@ -188,11 +203,37 @@ class JobDispatch:
         await manager.prune_stalled_workers(self.settings.stall_seconds)
         return replaced
 
-    async def close(self) -> None:
-        """Stop the worker (runs executing here are stopped and their jobs re-queued), then close the pool."""
+    def stop_taking_jobs(self, window: float) -> None:
+        """Take no job from now on; the jobs running here get `window` seconds (plus HAND_BACK_SECONDS) to end,
+        while the worker keeps heart-beating (`stopped` waits for them)."""
+        if self._stopping:
+            return
         self._stopping = True
-        if self.on_stop is not None:
-            self.on_stop()
+        worker = self._worker
+        if worker is None:
+            return
+        worker.shutdown_graceful_timeout = window + HAND_BACK_SECONDS
+        worker.stop()
+        self._tasks.append(asyncio.create_task(self._beat_while_draining(worker), name="flowtrail-drain-heartbeat"))
+
+    async def _beat_while_draining(self, worker: Worker) -> None:
+        """The heart-beat procrastinate stops while it waits for the jobs of a stopping worker (until it ended)."""
+        while self._supervisor is not None and not self._supervisor.done():
+            if (worker_id := worker.worker_id) is not None:
+                try:
+                    await self.app.job_manager.update_heartbeat(worker_id)
+                except Exception as error:  # noqa: BLE001 - a missed beat is retried; the stall threshold is far off
+                    logger.debug("heart-beat while draining failed: %s", error)
+            await asyncio.sleep(self.settings.heartbeat_seconds)
+
+    async def stopped(self, timeout: float) -> None:
+        """Wait (at most `timeout` seconds) until the stopping worker has ended and recorded its jobs' hand-backs."""
+        if self._supervisor is not None:
+            await asyncio.wait({self._supervisor}, timeout=timeout)
+
+    async def close(self) -> None:
+        """Stop the worker (runs still executing here are stopped and their jobs re-queued), then close the pool."""
+        self._stopping = True
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -209,6 +209,7 @@ async def run_agentic(session: RunSession) -> RunOutcome:
             return Completed(step.visit.data)
         if step.kind == "fail":
             return Failed(step.error, step.code)
+        session.check_handover()  # the step is a planner call or a visit: none begins while the process stops
         if step.kind == "plan":
             session.check_cancel()
             planner = planner or Planner(session)

@@ -20,6 +20,7 @@ from domain.workflow import (
 from engine.execution.outcomes import (
     Completed,
     Failed,
+    HandedOver,
     Paused,
     RunOutcome,
     Skip,
@@ -93,7 +94,9 @@ async def run_dag(session: RunSession) -> RunOutcome:
     """Run ready nodes concurrently until every node settled, one failed, or one asked a question.
 
     On a failure the other running visits are stopped (the session closes them); on a question
-    no new node starts, the running ones finish, and then the run pauses.
+    no new node starts, the running ones finish, and then the run pauses. While the process stops,
+    no new node starts either: the running ones finish and the run is handed over, unless every
+    node is settled by then.
     """
     defn, progress = session.defn, session.progress
     assert defn is not None
@@ -104,7 +107,7 @@ async def run_dag(session: RunSession) -> RunOutcome:
         for visit in progress.open_visits():
             tasks[_spawn(session.run_visit(session.node(visit.node_id), visit, resumed=True))] = visit.node_id
         while True:
-            if failure is None and pause is None:
+            if failure is None and pause is None and not session.handing_over:
                 failure = await _launch_ready(session, defn, progress, tasks)
                 if failure is not None:
                     _cancel(tasks)
@@ -128,6 +131,8 @@ async def run_dag(session: RunSession) -> RunOutcome:
         return Failed(node_failed(failure[0], failure[1].error), failure[1].code)
     if pause is not None:
         return pause
+    if session.handing_over and not _all_settled(defn, progress):
+        return HandedOver()
     return _output(defn, progress)
 
 
@@ -151,6 +156,12 @@ async def _launch_ready(session: RunSession, defn: WorkflowDefinition, progress:
         )
         tasks[_spawn(session.run_visit(session.node(node_id), visit))] = node_id
     return None
+
+
+def _all_settled(defn: WorkflowDefinition, progress: Progress) -> bool:
+    """True when every node has a recorded visit that ended (succeeded, failed or skipped)."""
+    states = node_states(progress)
+    return all(states.get(node.id) in (VISIT_SUCCESS, VISIT_SKIPPED, VISIT_FAILED) for node in defn.nodes)
 
 
 def _output(defn: WorkflowDefinition, progress: Progress) -> RunOutcome:

@@ -26,6 +26,15 @@ class CancelHalt(Exception):
     """A cancel request was seen at a safe point: stop and record the run as cancelled."""
 
 
+class HandOverHalt(Exception):
+    """This process is stopping and a safe point between visits was reached: stop and record nothing (the run goes
+    on from its log elsewhere)."""
+
+
+class RunHandedOver(Exception):
+    """The run stopped at a visit boundary because this process is stopping; it still needs executing (elsewhere)."""
+
+
 class PauseForAnswer(Exception):
     """The visit asked the user a question; the run pauses until it is answered."""
 

@@ -76,6 +76,15 @@ class Engine(RunExecutor):
         """True while this process has a task for the run."""
         return self.tasks.executing(run_id)
 
+    def stop_taking_runs(self) -> None:
+        """The process stops: no visit begins here any more (each run stops at its next visit boundary)."""
+        self.tasks.stop_taking_runs()
+
+    async def drain(self, window: float) -> None:
+        """Let the visits in flight end within `window` seconds, each run handed over at its visit boundary; stop
+        the runs still in a visit then (logged)."""
+        await self.tasks.drain(window)
+
     async def close(self) -> None:
         """Stop every run task; runs stay as the log has them and are recovered on the next start."""
         await self.tasks.close()

@@ -57,8 +57,13 @@ class Cancelled:
     """The run stopped after a cancel request."""
 
 
+@dataclass(frozen=True)
+class HandedOver:
+    """The run stopped at a visit boundary because this process is stopping; nothing is recorded."""
+
+
 VisitOutcome = Done | Failed | Paused
-RunOutcome = Completed | Failed | Paused | Cancelled
+RunOutcome = Completed | Failed | Paused | Cancelled | HandedOver
 
 
 _LEADING_CODE = re.compile(r"^([A-Z][A-Z0-9_]{2,63}): ")

@@ -100,6 +100,14 @@ class RunExecutor(Protocol):
         """Take up the runs that were executing when the process stopped."""
         ...
 
+    def stop_taking_runs(self) -> None:
+        """The process stops: no visit begins any more."""
+        ...
+
+    async def drain(self, window: float) -> None:
+        """Let the visits in flight end within `window` seconds; hand every run over (the log keeps where it stands)."""
+        ...
+
     async def close(self) -> None:
         """Stop executing; the log keeps where every run stands."""
         ...

@@ -25,6 +25,7 @@ from domain.workflow import MODEL_NODE_TYPES, AnyNode, ModelData, WorkflowDefini
 from engine.clock import utcnow
 from engine.execution.errors import (
     CancelHalt,
+    HandOverHalt,
     PauseForAnswer,
     RunFailure,
     VisitFailure,
@@ -38,6 +39,7 @@ from engine.execution.outcomes import (
     Completed,
     Done,
     Failed,
+    HandedOver,
     Paused,
     RunOutcome,
     Skip,
@@ -76,13 +78,15 @@ class RunSession:
     """Executes one run from where its log stands, appending every step."""
 
     def __init__(self, tools: SessionTools, run_id: UUID, journal: Journal, progress: Progress,
-                 cancel_event: asyncio.Event) -> None:
+                 cancel_event: asyncio.Event, stopping: asyncio.Event | None = None) -> None:
         self.tools = tools
         self.registry = tools.registry
         self.run_id = run_id
         self.journal = journal
         self.progress = progress
         self.cancel_event = cancel_event
+        self.stopping = stopping
+        """Set when this process stops: the session ends at its next visit boundary (visits in flight go on)."""
         self.defn: WorkflowDefinition | None = None
 
     @property
@@ -99,6 +103,16 @@ class RunSession:
         """A safe point: stop here when a cancel was requested."""
         if self.cancel_requested:
             raise CancelHalt()
+
+    @property
+    def handing_over(self) -> bool:
+        """True once this process stops: no visit (nor planner call) begins any more."""
+        return self.stopping is not None and self.stopping.is_set()
+
+    def check_handover(self) -> None:
+        """A visit boundary: stop here when this process stops (the run goes on from its log elsewhere)."""
+        if self.handing_over:
+            raise HandOverHalt()
 
     def node(self, node_id: str) -> AnyNode:
         """The workflow's node with this id (RunFailure when the definition has none)."""
@@ -122,6 +136,7 @@ class RunSession:
         """Run the workflow (its recorded version, from `definition`) from where the log stands to an outcome."""
         try:
             self.check_cancel()
+            self.check_handover()
             self.defn = definition()
             remaining = self._time_left()
             if remaining <= 0:
@@ -130,6 +145,8 @@ class RunSession:
                 return await self.tools.modes[self.defn.mode](self)
         except CancelHalt:
             return Cancelled()
+        except HandOverHalt:
+            return HandedOver()
         except RunFailure as error:
             return Failed(str(error), error.code)
         except TimeoutError:
@@ -143,14 +160,17 @@ class RunSession:
         return f"the run timed out after {self.settings.run_timeout_seconds:g} s (its time limit)"
 
     async def finish(self, outcome: RunOutcome) -> None:
-        """Append the outcome: the terminal event (closing any open visit), or the question that pauses the run.
+        """Append the outcome: the terminal event (closing any open visit), or the question that pauses the run;
+        a hand-over appends nothing.
 
         An append the run's time limit cut short still lands (it is shielded); the flush waits for it, so the
         visits closed here are the ones still open once it has.
         """
         await self.journal.flush()
-        if isinstance(outcome, (Completed, Paused)) and self.cancel_requested:
+        if isinstance(outcome, (Completed, Paused, HandedOver)) and self.cancel_requested:
             outcome = Cancelled()
+        if isinstance(outcome, HandedOver):
+            return
         if not isinstance(outcome, Paused):
             reason = "cancelled" if self.cancel_requested else "run_ended"
             await settle_remote_runs(self.journal, self.progress, self.settings.hermes_gateways, reason)

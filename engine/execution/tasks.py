@@ -4,6 +4,11 @@ Nothing the engine knows lives only in memory: a session (engine.execution.sessi
 from the log every time, so a pause, a restart or a crash all resume the same way. A task whose
 run another process took over stops without recording anything; one that stops on an error
 records the run's failure, and keeps trying while the store cannot record it.
+
+When the process stops, its runs are drained (`drain`): no visit begins any more, the visits in
+flight may end within the drain window, and each run stops at that visit boundary and is handed
+over (to another replica's worker, or to this process's next start); a run still in a visit when
+the window closes is stopped there, and that visit runs again wherever the run goes on.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from engine.catalogue import WorkflowNotFound
 from engine.execution.agentic import run_agentic
 from engine.execution.dag import run_dag
 from engine.execution.deadlines import PauseDeadlines
-from engine.execution.errors import RunFailure
+from engine.execution.errors import RunFailure, RunHandedOver
 from engine.execution.journal import Journal
 from engine.execution.locks import RunLocks
 from engine.execution.outcomes import Failed
@@ -73,7 +78,11 @@ class RunTasks:
         """Built here because they go round in a circle: a session that pauses arms a deadline, and
         an expired deadline ends the run with a session."""
         self.closing = False
+        self.stopping = asyncio.Event()
+        """Set when the process stops: sessions end at their next visit boundary (`drain`)."""
         self._tasks: dict[UUID, asyncio.Task[None]] = {}
+        self._live: dict[asyncio.Task[None], UUID] = {}
+        """Every run task not yet done (one leaves `_tasks` a moment before it ends: it still releases its writer)."""
         self._cancel_events: dict[UUID, asyncio.Event] = {}
         self._inflight: set[asyncio.Future[Any]] = set()
         self._deliveries: set[asyncio.Task[None]] = set()
@@ -122,7 +131,8 @@ class RunTasks:
 
         Returns at once when the run needs no execution. Cancelled while the process shuts down,
         it stops the run's task first (the log keeps where the run stands); cancelled otherwise
-        (the job worker stopped), the run goes on here.
+        (the job worker stopped), the run goes on here. RunHandedOver when the run stopped at a
+        visit boundary because the process stops (its job goes back to the queue).
         """
         if not needs_execution(await self.runs.state(run_id)) and run_id not in self._tasks:
             return
@@ -134,11 +144,38 @@ class RunTasks:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
             raise
+        if self.stopping.is_set() and needs_execution(await self.runs.state(run_id)):
+            raise RunHandedOver(f"run {run_id.hex} stopped at a visit boundary: this process is stopping")
 
     def stop_taking_runs(self) -> None:
-        """The process is shutting down: a dispatched run cancelled from now on stops its task here."""
+        """The process is stopping: sessions end at their next visit boundary, and a dispatched run cancelled from
+        now on stops its task here."""
         self.closing = True
+        self.stopping.set()
         self.tools.closing.set()
+
+    async def drain(self, window: float) -> None:
+        """Give the runs executing here up to `window` seconds to reach a visit boundary (each is handed over
+        there, `_drive`); stop the ones still in a visit then, saying so in the log."""
+        self.stop_taking_runs()
+        if not self._live:
+            return
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        logger.info("stopping: %d run(s) executing here get up to %g s to end the visits in flight; each is handed "
+                    "over at its next visit boundary and goes on from its log", len(self._live), window)
+        while self._live and (left := began + window - loop.time()) > 0:
+            await asyncio.wait(list(self._live), timeout=left, return_when=asyncio.FIRST_COMPLETED)
+        if not self._live:
+            logger.info("drained in %.1f s: every run here reached a visit boundary", loop.time() - began)
+            return
+        for run_id in self._live.values():
+            logger.warning("run %s was still in a visit when the drain window (%g s) closed: handed over now, and "
+                           "that visit runs again from its start (or its last answer)", run_id.hex, window)
+        stopped = list(self._live)
+        for task in stopped:
+            task.cancel()
+        await asyncio.gather(*stopped, return_exceptions=True)
 
     def foreign_events(self, events: Sequence[ev.RunEvent]) -> None:
         """Events another process appended: a cancel of a run executing here reaches its task."""
@@ -157,10 +194,9 @@ class RunTasks:
 
     async def close(self) -> None:
         """Stop every run task and close the model clients; runs stay as the log has them."""
-        self.closing = True
-        self.tools.closing.set()
+        self.stop_taking_runs()
         expiring = self.deadlines.stop()
-        tasks = list(self._tasks.values()) + list(self._deliveries)
+        tasks = list(self._live) + list(self._deliveries)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, *expiring, return_exceptions=True)
@@ -179,9 +215,14 @@ class RunTasks:
             task = self._tasks[run_id] = asyncio.create_task(
                 self._drive(run_id), name=f"flowtrail-run-{run_id.hex}", context=outside_any_request(outside_requests()),
             )
+            self._live[task] = run_id
             RUNS_ACTIVE.inc()
-            task.add_done_callback(lambda _: RUNS_ACTIVE.dec())
+            task.add_done_callback(self._ended)
         return task
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        self._live.pop(task, None)
+        RUNS_ACTIVE.dec()
 
     def _forget(self, run_id: UUID) -> None:
         """The run no longer executes here."""
@@ -198,6 +239,12 @@ class RunTasks:
                 progress = await self._session(run_id, signal)
                 async with self.locks.of(run_id):
                     run = (await self.runs.writer(run_id)).run
+                    if run.status in EXECUTING and self.stopping.is_set():
+                        logger.info("run %s: handed over at a visit boundary (this process is stopping); it goes on "
+                                    "from its log", run_id.hex)
+                        self._forget(run_id)
+                        await self.runs.release(run_id)
+                        return
                     if run.status in EXECUTING and run.version != before:
                         continue  # answered, or cancel requested, while this session was ending
                     if run.status in EXECUTING:
@@ -233,7 +280,7 @@ class RunTasks:
         await journal.flush()
         progress = fold_progress(await self.runs.events(run_id))
         await self._know_version(progress)
-        session = RunSession(self.tools, run_id, journal, progress, signal)
+        session = RunSession(self.tools, run_id, journal, progress, signal, self.stopping)
         await session.finish(await session.execute(lambda: self._definition(progress)))
         return progress
 

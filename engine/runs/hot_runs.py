@@ -135,10 +135,18 @@ class HotRuns:
                 continue
             hot = self._runs.get(run_id)
             if hot is not None and hot.offer(run_events) and hot.complete:
-                asyncio.ensure_future(self._fill_gap(hot))
+                asyncio.ensure_future(self.catch_up(hot))
 
-    async def _fill_gap(self, hot: HotRun) -> None:
+    async def catch_up(self, hot: HotRun) -> int:
+        """Apply what the log holds of the run beyond what this process applied (another process appended it and
+        the live tail has not brought it yet, or a gap); the newest position the log has.
+
+        A run still loading gets those events from its load: for it, the log is only asked its last position.
+        """
+        if not hot.complete:
+            return max(hot.known_last, await self._last_position(hot.run_id))
         hot.offer(await self._read(hot.run_id, hot.version, None))
+        return hot.version
 
     async def replay(
         self, hot: HotRun, cursor: int, *, wants: Wants | None = None,

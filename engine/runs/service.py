@@ -131,6 +131,11 @@ class RunService:
         """The run's frames after `after`, memory first, then the store (`engine.runs.feed.follow`)."""
         return follow(self._hot_runs, hot, after, wants=wants, idle=idle, until=until)
 
+    async def newest_position(self, hot: HotRun) -> int:
+        """The run's newest position in the log, once `hot` has applied what this process had not seen of it yet
+        (`HotRuns.catch_up`): what another replica appended is not waited for from the live tail."""
+        return await self._hot_runs.catch_up(hot)
+
     async def last_position(self, run_id: UUID) -> int:
         """The position of the run's last stored event (0: no such run)."""
         return await self._store.last_position(run_id)

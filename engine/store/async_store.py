@@ -224,10 +224,10 @@ class AsyncEventStore:
                 if held:
                     await connection.execute("SELECT pg_advisory_unlock($1)", lock)
 
-    async def appends_done(self) -> None:
-        """Wait until the appends this process has in flight now are stored (or failed)."""
+    async def appends_done(self, timeout: float) -> None:
+        """Wait until the appends this process has in flight now are stored (or failed), at most `timeout` seconds."""
         if self._appending:
-            await asyncio.wait(set(self._appending))
+            await asyncio.wait(set(self._appending), timeout=timeout)
 
     # ---- reads ---------------------------------------------------------------------------
 

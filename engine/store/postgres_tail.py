@@ -1,11 +1,15 @@
 """Live tail of the PostgreSQL log: LISTEN on the library's channel, read new rows by position.
 
 It lets a server process see events that another process appended. Rows this process
-appended itself are skipped without being read: the library inserts under an exclusive
-table lock, so notification ids are handed out in commit order and each append's ids are
-one contiguous range; once such a range is committed, every smaller id is committed or
-will never exist. On a wake-up the tail first lets this process's appends in flight
-finish, so it knows their ids before it reads.
+appended itself are skipped: the library inserts under an exclusive table lock, so
+notification ids are handed out in commit order and each append's ids are one contiguous
+range; once such a range is committed, every smaller id is committed or will never exist.
+On a wake-up the tail first lets this process's appends in flight finish, so it knows their
+ids before it reads, but waits at most OWN_APPENDS_WAIT_SECONDS: what other processes
+appended is never held back longer by this process's own writes, however slow they are (a
+busy machine, a queue for the table lock). A range learned while a read was in flight is
+dropped from its rows undecoded; an own row read before its range was known is delivered
+like another process's (a hot run drops it by position).
 
 When the connection is lost (the server restarted, our backend was terminated) the tail
 reconnects with capped backoff and reads on from its cursor, so nothing committed in
@@ -30,6 +34,8 @@ from engine.waiting import wait_event
 
 log = logging.getLogger("flowtrail.tail")
 NO_LIMIT = 2**63 - 1
+OWN_APPENDS_WAIT_SECONDS = 0.02
+"""Longest wait for this process's appends in flight before the tail reads (docstring above)."""
 FIRST_RECONNECT_SECONDS = 0.1
 MAX_RECONNECT_SECONDS = 1.0
 
@@ -44,7 +50,7 @@ class PostgresTail:
         *,
         wanted: Callable[[UUID, int], bool],
         deliver: Callable[[list[Any]], None],
-        local_appends_done: Callable[[], Awaitable[None]] | None = None,
+        local_appends_done: Callable[[float], Awaitable[None]] | None = None,
         batch: int = 2000,
     ) -> None:
         self.location = location
@@ -95,7 +101,7 @@ class PostgresTail:
             self._wake.clear()
             try:
                 if self.local_appends_done is not None:
-                    await self.local_appends_done()
+                    await self.local_appends_done(OWN_APPENDS_WAIT_SECONDS)
                 await self._drain()
             except Exception as exc:
                 if not is_passing(exc):
@@ -118,12 +124,17 @@ class PostgresTail:
                 return
             self.cursor = max(self.cursor, own_next - 1)
 
+    def _own_row(self, notification_id: int) -> bool:
+        """True when the row is in a range this process appended (known by now)."""
+        at = bisect.bisect_right(self._own, (notification_id, NO_LIMIT)) - 1
+        return at >= 0 and self._own[at][0] <= notification_id <= self._own[at][1]
+
     def _deliver(self, rows: list[asyncpg.Record]) -> None:
         decode = self.mapper.decode_state
         events = [
             decode(r["state"], r["topic"], r["originator_version"])
             for r in rows
-            if self.wanted(r["originator_id"], r["originator_version"])
+            if not self._own_row(r["notification_id"]) and self.wanted(r["originator_id"], r["originator_version"])
         ]
         if events:
             self.deliver(events)

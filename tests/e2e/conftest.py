@@ -41,6 +41,15 @@ async def demo_server(store: str, tmp_path: Path) -> AsyncIterator[RunningServer
     await running.stop()
 
 
+@pytest.fixture
+async def postgres(tmp_path: Path) -> AsyncIterator[str]:
+    """A fresh PostgreSQL schema's URL, for tests of several server processes (replicas) on one store."""
+    url, schema = store_url("postgres", tmp_path)
+    assert schema is not None
+    yield url
+    drop_schema(schema)
+
+
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
 async def api(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RunningServer]:
     """One API server per store kind for a whole test module (tests make their own runs).

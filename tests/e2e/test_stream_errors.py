@@ -111,3 +111,17 @@ async def test_a_last_event_id_beyond_what_a_loading_run_knows_is_checked_agains
     with pytest.raises(ApiError) as beyond:
         await resume_cursor(services.runs, loading, str(last + 1))
     assert beyond.value.code == "VALIDATION_FAILED"
+
+
+async def test_a_last_event_id_beyond_what_a_loaded_run_has_applied_is_checked_against_the_log_and_caught_up(
+        server, finished_run):
+    services = server.services
+    events = await services.runs.events(finished_run)
+    trailing = HotRun(finished_run, max_frames=100, encode_frame=encode_frame)
+    trailing.offer(events[:-3])
+    trailing.complete = True  # loaded, but the live tail has not brought the last three events yet
+    assert await resume_cursor(services.runs, trailing, str(events[-2].originator_version)) == events[-2].originator_version
+    assert trailing.version == events[-1].originator_version and trailing.terminal_id == trailing.version
+    with pytest.raises(ApiError) as beyond:
+        await resume_cursor(services.runs, trailing, str(trailing.version + 1))
+    assert beyond.value.code == "VALIDATION_FAILED"

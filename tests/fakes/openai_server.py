@@ -28,6 +28,8 @@ class Reply:
     hang_before_headers: bool = False
     usage: tuple[int, int] = (11, 7)
     headers: dict[str, str] = field(default_factory=dict)
+    pace_seconds: float = 0.0
+    """Pause between two frames (a model that takes its time)."""
 
 
 @dataclass
@@ -95,10 +97,10 @@ class FakeOpenAI(LoopbackServer):
         """Queue a reply; when the queue runs dry the last one served is repeated (default: "ok")."""
         self._replies.append(reply)
 
-    def will_stream_text(self, *pieces: str, reasoning: tuple[str, ...] = ()) -> None:
+    def will_stream_text(self, *pieces: str, reasoning: tuple[str, ...] = (), pace_seconds: float = 0.0) -> None:
         """Answer with text (and optional reasoning) pieces, finish_reason "stop", usage, [DONE]."""
         frames = text_frames(*pieces, reasoning=reasoning) + [chunk_frame({}, "stop")]
-        self.will_reply(Reply(frames))
+        self.will_reply(Reply(frames, pace_seconds=pace_seconds))
 
     def will_call_tools(self, *calls: tuple[str, str, list[str]]) -> None:
         """Answer with tool calls whose arguments arrive in pieces, finish_reason "tool_calls"."""
@@ -164,6 +166,8 @@ class FakeOpenAI(LoopbackServer):
             frames.append(usage_frame(*reply.usage))
         for frame in frames:
             await _send_event(writer, frame)
+            if reply.pace_seconds:
+                await asyncio.sleep(reply.pace_seconds)
         if reply.ending == "done":
             await _send_event(writer, "[DONE]")
         elif reply.ending == "break":

@@ -79,6 +79,12 @@ class ManualEngine:
         """Nothing executes, so no run lacks a job."""
         return []
 
+    def stop_taking_runs(self) -> None:
+        """Nothing executes, so nothing stops."""
+
+    async def drain(self, window: float) -> None:
+        """Nothing executes, so nothing is handed over."""
+
     async def close(self) -> None:
         """Release what the real engine it stands in for holds."""
         if self.replaced is not None:

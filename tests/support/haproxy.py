@@ -35,7 +35,7 @@ backend replicas
     balance roundrobin
     # SSE: responses are forwarded as they come (no buffering, no compression); long timeouts above for streams
     no option http-buffer-request
-    option httpchk GET /healthz
+    option httpchk GET {check}
     default-server inter 300ms fall 2 rise 1
 {servers}
 """
@@ -53,16 +53,17 @@ def haproxy_binary() -> str:
 
 
 class Haproxy:
-    """haproxy in the foreground, balancing the given loopback ports; its log goes next to `workdir`."""
+    """haproxy in the foreground, balancing the given loopback ports (health-checked on `check`); its log goes next
+    to `workdir`."""
 
-    def __init__(self, backend_ports: list[int], workdir: Path) -> None:
+    def __init__(self, backend_ports: list[int], workdir: Path, *, check: str = "/healthz") -> None:
         self.binary = haproxy_binary()
         self.port = free_port()
         workdir.mkdir(parents=True, exist_ok=True)
         self.config_path = workdir / "haproxy.cfg"
         self.log_path = workdir / "haproxy.log"
         servers = "\n".join(f"    server r{i} 127.0.0.1:{port} check" for i, port in enumerate(backend_ports))
-        self.config_path.write_text(CONFIG.format(port=self.port, servers=servers), encoding="utf-8")
+        self.config_path.write_text(CONFIG.format(port=self.port, servers=servers, check=check), encoding="utf-8")
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
