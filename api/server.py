@@ -12,7 +12,7 @@ import resource
 import signal
 import socket
 import threading
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator
 from types import FrameType
 from typing import Any
 

@@ -60,8 +60,9 @@ def test_a_run_row_table_made_before_erasure_gets_its_column_and_index_at_start_
     rows = run_rows(log)
     with rows.recorder.datastore.transaction(commit=True) as cursor:
         cursor.execute(f"DROP INDEX IF EXISTS {ROWS_TABLE}_retention")
-        cursor.execute(f"ALTER TABLE {rows._table} DROP COLUMN erased_us")
+        cursor.execute(f"ALTER TABLE {rows.table} DROP COLUMN erased_us")
     upgraded = run_rows(log)
+    assert upgraded.add_missing_columns() == ["erased_us"]
     with upgraded.recorder.datastore.transaction(commit=False) as cursor:
-        cursor.execute(f"SELECT erased_us FROM {upgraded._table}")
+        cursor.execute(f"SELECT erased_us FROM {upgraded.table}")
         assert cursor.fetchall() == []

@@ -34,7 +34,7 @@ def test_a_table_made_before_the_fork_columns_gets_them_and_keeps_its_rows(log):
                      ("a" * 32, "flow", 1, 1, "key", "SUCCESS", False, False, 5, None, None, None, 3, 4, 9))
     rows = run_rows(log)
     assert rows.add_missing_columns() == ["waiting_us", "forked_from_run_id", "forked_from_visit_uuid",
-                                          "forked_from_position"]
+                                          "forked_from_position", "erased_us"]
     assert run_rows(log).add_missing_columns() == []  # opening it again changes nothing
     fork_id, at = uuid4(), datetime.now(UTC)
     rows.apply([

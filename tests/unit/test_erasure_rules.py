@@ -6,7 +6,7 @@ import msgspec
 import pytest
 
 from domain import events as ev
-from domain.erasure import ERASED_VALUES, may_hold_content, skeleton_of
+from domain.erasure import ERASED_VALUES, KEPT_PREFIX, may_hold_content, skeleton_of
 from tests.fixtures.stored import LOGS, MAPPER, rows_of, stored_logs
 
 FIXTURES = stored_logs()
@@ -34,7 +34,9 @@ def test_a_skeleton_decodes_as_the_same_event_with_only_its_content_emptied(path
         event = MAPPER.decode_state(skeleton, row.topic, row.position)
         assert (ev.event_tag(event) if isinstance(event, ev.RunEvent) else row.topic) == row.topic
         kept = msgspec.json.decode(skeleton)
-        emptied = ERASED_VALUES.get(row.topic, {})
+        emptied = dict(ERASED_VALUES.get(row.topic, {}))
+        if row.topic == "RunFailed" and (code := KEPT_PREFIX.match(whole["error"])) is not None:
+            emptied["error"] = code.group(0)
         for name, value in whole.items():
             assert kept[name] == (emptied[name] if name in emptied else value), (row.topic, name)
 
