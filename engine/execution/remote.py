@@ -13,6 +13,7 @@ from engine.execution.visit import VisitContext
 from engine.hermes.agent import HermesFailure, RemoteAgent, session_id_for
 from engine.hermes.client import gateway_key
 from engine.hermes.probe import probe, select_gateway
+from engine.observability.tracing import failed, gateway_call_span
 
 REMOTE_NODE_TYPES = frozenset({"agent", "smartAction"})
 OUTCOME_UNKNOWN = frozenset({"run_lost", "incomplete_stream", "outcome_unknown"})
@@ -46,10 +47,14 @@ class RemoteConversation:
         )
 
     async def _ask(self, prompt: str) -> str:
-        try:
-            return await self.agent.answer(prompt)
-        except HermesFailure as error:
-            raise VisitFailure(str(error), remote_failure_code(error.code)) from None
+        # Tracing: the one span of a gateway call (engine/observability/tracing.py); engine/hermes/ has none.
+        with gateway_call_span(self.agent.gateway.id, self.agent.session_id) as traced:
+            try:
+                return await self.agent.answer(prompt)
+            except HermesFailure as error:
+                failure = VisitFailure(str(error), remote_failure_code(error.code))
+                failed(traced, failure.code)
+        raise failure
 
 
 def remote_conversation(ctx: VisitContext, prompt: str, system: str | None) -> RemoteConversation:
