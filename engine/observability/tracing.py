@@ -20,6 +20,7 @@ import os
 from collections.abc import Iterator, Mapping
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
+from uuid import UUID
 
 import msgspec
 from opentelemetry import propagate, trace
@@ -156,6 +157,8 @@ class Traced:
 
 NOT_TRACED = Traced(INVALID_SPAN)
 """What every helper gives while tracing is off: its span records nothing."""
+_OFF = contextlib.nullcontext(NOT_TRACED)
+"""What every span helper returns while tracing is off (reusable: it does nothing)."""
 
 
 @contextlib.contextmanager
@@ -163,9 +166,7 @@ def _span(name: str, attributes: Mapping[str, Any], *, kind: SpanKind = SpanKind
           parent: Context | None = None, current: bool = True) -> Iterator[Traced]:
     """A span around the block (current inside it unless `current` is False). An exception the block did not
     account for marks it failed by its type (never its text); a cancellation marks it interrupted."""
-    if _tracer is None:
-        yield NOT_TRACED
-        return
+    assert _tracer is not None, "the helpers return _OFF while tracing is off"
     span = _tracer.start_span(name, context=parent, kind=kind, attributes=attributes)
     traced = Traced(span)
     try:
@@ -192,13 +193,15 @@ def failed(traced: Traced, error_type: str) -> None:
     traced.span.set_status(Status(StatusCode.ERROR, error_type))
 
 
-def run_span(run_id: Any, workflow: str, version: int, trace_parent: str | None, *,
+def run_span(run_id: UUID, workflow: str, version: int, trace_parent: str | None, *,
              continues: bool) -> contextlib.AbstractContextManager[Traced]:
     """The span of one execution of a run (until it ends, pauses or this process stops), under its recorded parent;
     `continues`: the run had begun visits before (an answer, a restart or a takeover)."""
+    if _tracer is None:
+        return _OFF
     return _span(f"invoke_workflow {workflow}", {
         "gen_ai.operation.name": "invoke_workflow", "gen_ai.workflow.name": workflow,
-        "flowtrail.run.id": str(run_id), "flowtrail.workflow.version": version, "flowtrail.run.continues": continues,
+        "flowtrail.run.id": run_id.hex, "flowtrail.workflow.version": version, "flowtrail.run.continues": continues,
     }, parent=_parent(trace_parent))
 
 
@@ -210,11 +213,13 @@ def run_ended(traced: Traced, status: str, error_code: str | None) -> None:
         failed(traced, error_code)
 
 
-def visit_span(run_id: Any, visit_uuid: str, node_id: str, node_type: str, iter_seq: int, *,
+def visit_span(run_id: UUID, visit_uuid: str, node_id: str, node_type: str, iter_seq: int, *,
                model: bool, resumed: bool) -> contextlib.AbstractContextManager[Traced]:
     """The span of one visit's execution; a `model` node's visit is also a GenAI agent invocation."""
+    if _tracer is None:
+        return _OFF
     attributes: dict[str, Any] = {
-        "flowtrail.run.id": str(run_id), "flowtrail.visit.id": visit_uuid, "flowtrail.node.id": node_id,
+        "flowtrail.run.id": run_id.hex, "flowtrail.visit.id": visit_uuid, "flowtrail.node.id": node_id,
         "flowtrail.node.type": node_type, "flowtrail.visit.iter_seq": iter_seq, "flowtrail.visit.resumed": resumed,
     }
     if model:
@@ -234,6 +239,8 @@ def visit_ended(traced: Traced, status: str, error_code: str | None = None) -> N
 def model_call_span(system: str, model: str, model_id: str, purpose: str, *,
                     temperature: float | None, max_tokens: int | None) -> contextlib.AbstractContextManager[Traced]:
     """The span of one model call (GenAI `chat`), not made current: its stream is read across awaits."""
+    if _tracer is None:
+        return _OFF
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "chat", "gen_ai.provider.name": system, "gen_ai.system": system,
         "gen_ai.request.model": model, "flowtrail.model.id": model_id, "flowtrail.model.purpose": purpose,
@@ -259,6 +266,8 @@ def model_finished(traced: Traced, finish_reason: str | None) -> None:
 
 def gateway_call_span(gateway_id: str, session_id: str) -> contextlib.AbstractContextManager[Traced]:
     """The span of one prompt run on a Hermes gateway (a GenAI agent invocation of a remote agent)."""
+    if _tracer is None:
+        return _OFF
     return _span(f"invoke_agent {gateway_id}", {
         "gen_ai.operation.name": "invoke_agent", "gen_ai.provider.name": "hermes", "gen_ai.system": "hermes",
         "gen_ai.agent.name": gateway_id, "gen_ai.conversation.id": session_id, "flowtrail.gateway.id": gateway_id,
