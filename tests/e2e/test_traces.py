@@ -1,6 +1,6 @@
 """Runs are traced over OTLP/HTTP on both stores, received by a fake collector on loopback that decodes the protobuf:
-a run is one trace (its span, a child per visit, a child per model call with the GenAI attributes), in the caller's
-trace when the create request sent a `traceparent`; requests have server spans named by route; a run stopped mid-way
+a run is one trace (its span, a child per visit, a child per model call with the GenAI attributes, the visits'
+context queries), in the caller's trace when the create request sent a `traceparent`; requests have server spans named by route; a run stopped mid-way
 continues the same trace after the restart (each process's last spans exported at its shutdown); switched off,
 nothing is exported."""
 
@@ -117,6 +117,9 @@ async def test_a_dag_run_is_one_trace_in_the_callers_trace_with_a_span_per_visit
     assert set(visits) == set(NODES)
     assert all(visit.name == f"visit {node}" and visit.attributes["flowtrail.visit.status"] == "SUCCESS"
                for node, visit in visits.items())
+    queries = [span for span in spans if span.name.startswith("POST /internal/context/")]
+    assert queries, "demo-report's agents query the context API"
+    assert all(query.parent_span_id in {visit.span_id for visit in visits.values()} for query in queries)
     for node, visit in visits.items():
         calls = [span for span in children(spans, visit) if span.kind == "CLIENT"]
         if NODES[node] not in MODEL_NODE_TYPES:
