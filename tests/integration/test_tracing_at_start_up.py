@@ -32,6 +32,7 @@ except KeyError:
     plugin = False
 print(json.dumps({
     "provider": provider is not None, "plugin": plugin, "threads": [t.name for t in threading.enumerate()],
+    "resource": dict(provider.resource.attributes) if provider is not None else None,
     "modules": sorted(m for m in sys.modules if m.startswith(("opentelemetry.sdk", "opentelemetry.exporter"))),
 }))
 stop_tracing(provider)
@@ -50,12 +51,15 @@ def built_as_serve_does(tmp_path: Path, **otel: str) -> dict:
 
 def test_without_the_variables_no_sdk_is_imported_no_thread_started_no_middleware_installed(tmp_path):
     found = built_as_serve_does(tmp_path, OTEL_SERVICE_NAME="flowtrail")
-    assert found == {"provider": False, "plugin": False, "threads": ["MainThread"], "modules": []}
+    assert found == {"provider": False, "plugin": False, "threads": ["MainThread"], "modules": [], "resource": None}
 
 
-def test_with_an_endpoint_the_sdk_its_batch_thread_and_the_http_middleware_are_there(tmp_path):
-    found = built_as_serve_does(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9")
+def test_with_an_endpoint_the_sdk_its_batch_thread_the_http_middleware_and_the_resource_are_there(tmp_path):
+    found = built_as_serve_does(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9",
+                                OTEL_RESOURCE_ATTRIBUTES="deployment.environment=test")
     assert found["provider"] and found["plugin"]
+    assert found["resource"]["service.name"] == "flowtrail"
+    assert found["resource"]["service.version"] and found["resource"]["deployment.environment"] == "test"
     assert "OtelBatchSpanRecordProcessor" in found["threads"]
     assert "opentelemetry.sdk.trace" in found["modules"]
     assert "opentelemetry.exporter.otlp.proto.http.trace_exporter" in found["modules"]
