@@ -136,6 +136,42 @@ async def test_a_dag_run_is_one_trace_in_the_callers_trace_with_a_span_per_visit
             assert call.attributes["gen_ai.usage.output_tokens"] > 0
 
 
+MODEL_WORKFLOW = {
+    "name": "one-model-call", "displayName": "One model call", "mode": "DAG",
+    "nodes": [
+        {"id": "input", "type": "userInput", "data": {"inputs": [{"name": "topic"}]}},
+        {"id": "ask", "type": "llm", "data": {"model_id": "configured", "prompt": "One word on {{topic}}"}},
+        {"id": "done", "type": "output", "data": {"outputs": [{"name": "answer", "value": "{{ask.text}}"}]}},
+    ],
+    "edges": [{"source": "input", "target": "ask"}, {"source": "ask", "target": "done"}],
+}
+
+
+async def test_a_configured_models_call_names_the_model_the_request_went_out_with(store, tmp_path, receiver, fake_openai):
+    workflows = tmp_path / "workflows"
+    workflows.mkdir()
+    (workflows / "one-model-call.json").write_text(json.dumps(MODEL_WORKFLOW))
+    model = {"id": "configured", "base_url": fake_openai.base_url, "model": "fake-model-7"}
+    server = await traced_server(store, tmp_path, receiver, FLOWTRAIL_MODELS=json.dumps([model]),
+                                 FLOWTRAIL_WORKFLOWS_DIR=str(workflows)).start()
+    path = "/api/v1/workflows/one-model-call/runs"
+    try:
+        async with server.client() as client:
+            run_id = (await client.post(path, json={"variables": {"topic": "tides"}})).json()["data"]["runId"]
+            assert (await client.post(f"{path}/{run_id}/start")).status_code == 200
+        spans = await receiver.wait_for(lambda spans: any(span.name == "chat fake-model-7" for span in spans))
+    finally:
+        await server.stop()
+    [call] = [span for span in spans if span.name == "chat fake-model-7"]
+    visit = next(span for span in spans if span.span_id == call.parent_span_id)
+    assert visit.name == "visit ask" and visit.attributes["flowtrail.run.id"] == run_id
+    assert call.attributes["gen_ai.provider.name"] == call.attributes["gen_ai.system"] == "openai"
+    assert call.attributes["gen_ai.request.model"] == "fake-model-7"
+    assert call.attributes["flowtrail.model.id"] == "configured"
+    assert (call.attributes["gen_ai.usage.input_tokens"], call.attributes["gen_ai.usage.output_tokens"]) == (11, 7)
+    assert call.attributes["gen_ai.response.finish_reasons"] == ("stop",)
+
+
 async def test_every_request_has_a_server_span_named_by_its_route_and_probes_have_none(store, tmp_path, receiver):
     server = await traced_server(store, tmp_path, receiver).start()
     try:
