@@ -10,6 +10,7 @@ from litestar.config.cors import CORSConfig
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
+from opentelemetry.trace import TracerProvider
 
 from api.access_log import AccessLog
 from api.context import handle_context_error
@@ -20,6 +21,7 @@ from api.health import MetricsController, Readiness
 from api.paths import is_context_path
 from api.routes import CONTROLLERS
 from api.store_deadline import StoreDeadline
+from api.tracing import http_tracing
 from engine.bootstrap import Services, tune_collector
 from engine.llm import SCRIPTED_ID
 
@@ -47,14 +49,15 @@ def readiness_of(services: Services) -> Readiness:
     )
 
 
-def create_app(services: Services) -> Litestar:
+def create_app(services: Services, *, tracer_provider: TracerProvider | None = None) -> Litestar:
     """A Litestar app serving `services`; it starts and closes them with the server.
 
     Every request passes the access log first (it logs and counts requests no route matched too), then gets
-    its store deadline.
+    its store deadline, then (with a `tracer_provider`) its server span.
     """
     readiness = readiness_of(services)
     app = Litestar(
+        middleware=[http_tracing(tracer_provider)] if tracer_provider is not None else [],
         route_handlers=[*CONTROLLERS, MetricsController, *docs_assets()],
         dependencies={
             **service_dependencies(services),

@@ -41,6 +41,9 @@ class RunCreated(RunEvent, frozen=True, tag="RunCreated"):
     """The `X-Request-Id` of the API request that caused it (None: recorded before ids, or not from a request)."""
     erased: bool = False
     """False when appended; true in the stored copy of an erased run, whose content is gone (`RunErased`)."""
+    trace_parent: str | None = None
+    """The W3C `traceparent` of the request that created it: the trace every execution of the run continues
+    (None: the service was not exporting traces, or recorded before traces)."""
 
 
 class RunStarted(RunEvent, frozen=True, tag="RunStarted"):

@@ -25,6 +25,7 @@ from engine.config import SettingsError
 from engine.dispatch.solo import AlreadyServed, hold_serve_lock
 from engine.dispatch.startup import StartupLock
 from engine.observability.logs import configure_logging, uvicorn_logging
+from engine.observability.tracing import start_tracing, stop_tracing
 from engine.store import parse_database_url
 from scripts.connect import server_settings
 
@@ -90,6 +91,9 @@ def serve() -> int:
     """Build the service from the environment and serve until interrupted."""
     settings = server_settings()
     configure_logging(settings.log_format, settings.log_level)
+    tracer_provider = start_tracing()
+    if tracer_provider is not None:
+        log.info("tracing: exporting spans over OTLP/HTTP (OTEL_EXPORTER_OTLP_* variables)")
     sock = bind(settings.host, settings.port)
     try:
         serve_lock = lock_sqlite(settings.store.database_url)
@@ -106,7 +110,7 @@ def serve() -> int:
     warn_of_former_ids(settings.api_keys)
     log.info("store: %s", services.store.location.kind)
     config = uvicorn.Config(
-        create_app(services), lifespan="on",
+        create_app(services, tracer_provider=tracer_provider), lifespan="on",
         timeout_graceful_shutdown=math.ceil(settings.stream.shutdown_grace_seconds) or None,
         **uvicorn_logging(settings.log_level), **connection_options(settings),
     )
@@ -116,6 +120,7 @@ def serve() -> int:
     try:
         server.run(sockets=[sock])
     finally:
+        stop_tracing(tracer_provider)
         if startup_lock is not None:
             startup_lock.release()
         if serve_lock is not None:

@@ -35,6 +35,7 @@ from engine.context.contract import (
 )
 from engine.llm.types import ToolSpec
 from engine.loopback import is_loopback_url
+from engine.observability.tracing import trace_headers
 from projections.wire import encode, to_json
 
 log = logging.getLogger("flowtrail.context.tools")
@@ -253,7 +254,7 @@ class ContextToolbox:
 
     async def _post_once(self, path: str, body: PathQuery | OutputQuery | MetaQuery) -> dict[str, Any]:
         try:
-            async with self._client.stream("POST", path, content=encode(body)) as response:
+            async with self._client.stream("POST", path, content=encode(body), headers=trace_headers()) as response:
                 for header in _FORBIDDEN_HEADERS:
                     if header in response.headers:
                         raise ToolFailure(f"context query response discarded: it carried a {header.title()} header")

@@ -77,6 +77,7 @@ class Progress:
     variables: dict[str, Any] = field(default_factory=dict)
     uploaded_files: tuple[str, ...] = ()
     started_at: datetime | None = None
+    trace_parent: str | None = None
     index: ProgressVisits = field(default_factory=ProgressVisits)
     trail: list[VisitProgress | ev.PlannerDecided] = field(default_factory=list)
     decisions: int = 0
@@ -124,6 +125,7 @@ def _created(progress: Progress, event: ev.RunCreated) -> None:
     progress.run_id = event.originator_id
     progress.workflow_name, progress.workflow_version = event.workflow_name, event.workflow_version
     progress.variables, progress.uploaded_files = dict(event.variables), tuple(event.uploaded_files)
+    progress.trace_parent = event.trace_parent
 
 
 def _started(progress: Progress, event: ev.RunStarted) -> None:

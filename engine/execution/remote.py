@@ -29,6 +29,7 @@ from engine.hermes.gateway_run import GatewayRun
 from engine.hermes.gateways import HermesGateway
 from engine.hermes.ports import REMOTE_EVENTS, RemoteEnd, RemoteRunRecord, remote_runs
 from engine.hermes.probe import probe, select_gateway
+from engine.observability.tracing import failed, gateway_call_span
 
 logger = logging.getLogger("flowtrail.engine")
 
@@ -118,10 +119,14 @@ class RemoteConversation:
         )
 
     async def _ask(self, prompt: str) -> str:
-        try:
-            return await self.agent.answer(prompt)
-        except HermesFailure as error:
-            raise VisitFailure(str(error), remote_failure_code(error.code)) from None
+        # Tracing: the one span of a gateway call (engine/observability/tracing.py); engine/hermes/ has none.
+        with gateway_call_span(self.agent.gateway.id, self.agent.session_id) as traced:
+            try:
+                return await self.agent.answer(prompt)
+            except HermesFailure as error:
+                failure = VisitFailure(str(error), remote_failure_code(error.code))
+                failed(traced, failure.code)
+        raise failure
 
 
 def usable_gateway(gateways: tuple[HermesGateway, ...], wanted: str | None) -> tuple[HermesGateway, str]:

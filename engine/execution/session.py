@@ -51,6 +51,7 @@ from engine.execution.remote import settle_remote_runs
 from engine.execution.tools import is_idempotent
 from engine.execution.visit import VisitContext
 from engine.llm import LlmCancelled, LlmError, ModelRegistry
+from engine.observability.tracing import visit_ended, visit_span
 from engine.runs.writer import Decision
 from engine.settings import EngineSettings
 from engine.workspace.directory import Workspace
@@ -239,7 +240,24 @@ class RunSession:
         await self.decide(*decisions)
 
     async def run_visit(self, node: AnyNode, visit: VisitProgress, *, resumed: bool = False) -> VisitOutcome:
-        """Execute an open visit to its end: completed, failed, or paused on a question."""
+        """Execute an open visit to its end: completed, failed, or paused on a question (in the visit's span)."""
+        with visit_span(self.run_id, visit.visit_uuid, node.id, node.type, visit.iter_seq,
+                        model=node.type in MODEL_NODE_TYPES, resumed=resumed) as traced:
+            try:
+                outcome = await self._run_visit(node, visit, resumed)
+            except CancelHalt:
+                visit_ended(traced, "CANCELLED")
+                raise
+            except RunFailure as failure:
+                visit_ended(traced, "FAILED", failure.code)
+                raise
+            if isinstance(outcome, Failed):
+                visit_ended(traced, "FAILED", outcome.code)
+            else:
+                visit_ended(traced, "PAUSED" if isinstance(outcome, Paused) else "SUCCESS")
+            return outcome
+
+    async def _run_visit(self, node: AnyNode, visit: VisitProgress, resumed: bool) -> VisitOutcome:
         ctx = self._context(node, visit)
         context = self.tools.context if node.type in MODEL_NODE_TYPES and not _remote(node) else None
         try:

@@ -40,6 +40,7 @@ from engine.execution.session import RunSession, SessionTools
 from engine.llm import ModelRegistry
 from engine.observability.metrics import RUNS_ACTIVE
 from engine.observability.requests import outside_any_request
+from engine.observability.tracing import run_ended, run_span
 from engine.runs.service import RunService
 from engine.runs.writer import RunTakenOver, RunWriter
 from engine.settings import EngineSettings
@@ -280,8 +281,12 @@ class RunTasks:
         await journal.flush()
         progress = fold_progress(await self.runs.events(run_id))
         await self._know_version(progress)
-        session = RunSession(self.tools, run_id, journal, progress, signal, self.stopping)
-        await session.finish(await session.execute(lambda: self._definition(progress)))
+        with run_span(run_id, progress.workflow_name, progress.workflow_version, progress.trace_parent,
+                      continues=bool(progress.visits)) as traced:
+            session = RunSession(self.tools, run_id, journal, progress, signal, self.stopping)
+            outcome = await session.execute(lambda: self._definition(progress))
+            await session.finish(outcome)
+            run_ended(traced, writer.run.status.value, outcome.code if isinstance(outcome, Failed) else None)
         return progress
 
     def _definition(self, progress: Progress) -> WorkflowDefinition:

@@ -13,6 +13,7 @@ from domain.run import Run, fold
 from engine.clock import utcnow
 from engine.observability.lifecycle import run_created
 from engine.observability.requests import stamped_all
+from engine.observability.tracing import with_trace_parent
 from engine.runs.creation import Creation, IdempotentRequest, NewRun, creation_events
 from engine.runs.feed import Feed, follow
 from engine.runs.hot import HotRun, Wants
@@ -60,6 +61,7 @@ class RunService:
                 return Creation(existing, True)
         run_id = run_id or uuid4()
         events = stamped_all(creation_events(run_id, new, idempotency, utcnow()))
+        events[-1] = with_trace_parent(events[-1])
         created = events[-1]
         if history is not None:
             events += history(created)
