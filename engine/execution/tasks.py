@@ -33,14 +33,14 @@ from engine.execution.deadlines import PauseDeadlines
 from engine.execution.errors import RunFailure, RunHandedOver
 from engine.execution.journal import Journal
 from engine.execution.locks import RunLocks
-from engine.execution.outcomes import Failed
+from engine.execution.outcomes import Failed, HandedOver
 from engine.execution.ports import ContextTools, RunDispatch, WorkflowVersions
 from engine.execution.progress import Progress, fold_progress
 from engine.execution.session import RunSession, SessionTools
 from engine.llm import ModelRegistry
 from engine.observability.metrics import RUNS_ACTIVE
 from engine.observability.requests import outside_any_request
-from engine.observability.tracing import run_ended, run_span
+from engine.observability.tracing import run_ended, run_handed_over, run_span
 from engine.runs.service import RunService
 from engine.runs.writer import RunTakenOver, RunWriter
 from engine.settings import EngineSettings
@@ -286,7 +286,10 @@ class RunTasks:
             session = RunSession(self.tools, run_id, journal, progress, signal, self.stopping)
             outcome = await session.execute(lambda: self._definition(progress))
             await session.finish(outcome)
-            run_ended(traced, writer.run.status.value, outcome.code if isinstance(outcome, Failed) else None)
+            if isinstance(outcome, HandedOver):
+                run_handed_over(traced)
+            else:
+                run_ended(traced, writer.run.status.value, outcome.code if isinstance(outcome, Failed) else None)
         return progress
 
     def _definition(self, progress: Progress) -> WorkflowDefinition:

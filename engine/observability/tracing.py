@@ -213,6 +213,12 @@ def run_ended(traced: Traced, status: str, error_code: str | None) -> None:
         failed(traced, error_code)
 
 
+def run_handed_over(traced: Traced) -> None:
+    """Say the run's execution here stopped at a visit boundary because the process stops (it goes on elsewhere)."""
+    traced.settled = True
+    traced.set("flowtrail.interrupted", True)
+
+
 def visit_span(run_id: UUID, visit_uuid: str, node_id: str, node_type: str, iter_seq: int, *,
                model: bool, resumed: bool) -> contextlib.AbstractContextManager[Traced]:
     """The span of one visit's execution; a `model` node's visit is also a GenAI agent invocation."""
