@@ -29,6 +29,7 @@ FailureCode = Literal[
 """Every `errorCode` a failed run can carry; RUN_FAILED only for failures stored before codes were recorded
 whose text names no other."""
 FAILURE_CODES: tuple[FailureCode, ...] = get_args(FailureCode)
+_BY_NAME: dict[str | None, FailureCode] = {code: code for code in FAILURE_CODES}
 
 _LEADING_CODE = re.compile(r"^([A-Z][A-Z0-9_]{2,63}):")
 _TEXT_RULES: tuple[tuple[FailureCode, re.Pattern[str]], ...] = (
@@ -52,8 +53,9 @@ _TEXT_RULES: tuple[tuple[FailureCode, re.Pattern[str]], ...] = (
 def code_of_text(error: str) -> FailureCode:
     """The code of a failure recorded with its text only: a leading `CODE:` of the list, else the wording's."""
     found = _LEADING_CODE.match(error)
-    if found is not None and found.group(1) in FAILURE_CODES:
-        return found.group(1)  # type: ignore[return-value]  # checked against the list just above
+    leading = _BY_NAME.get(found.group(1)) if found is not None else None
+    if leading is not None:
+        return leading
     for code, pattern in _TEXT_RULES:
         if pattern.search(error):
             return code
@@ -62,9 +64,7 @@ def code_of_text(error: str) -> FailureCode:
 
 def failure_code(error: str, recorded: str | None) -> FailureCode:
     """A failure's code: the one recorded with it when it is of the list, else the one its text says."""
-    if recorded in FAILURE_CODES:
-        return recorded
-    return code_of_text(error)
+    return _BY_NAME.get(recorded) or code_of_text(error)
 
 
 _ADDRESS = re.compile(

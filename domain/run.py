@@ -1,4 +1,5 @@
-"""The Run aggregate: decision functions and the guards they share; its state and fold are `domain.run_state`.
+"""The Run aggregate: its decision functions; the guards they share are `domain.guards`, its state and fold
+`domain.run_state`, the decisions about a visit's gateway runs `domain.remote_run`.
 
 Decision functions check the state and return new events; state changes only in `evolve`.
 """
@@ -19,12 +20,13 @@ from domain.errors import (
     IllegalTransition,
     RunAlreadyFinished,
     RunAlreadyStarted,
-    UnknownVisit,
 )
 from domain.failures import FailureCode
-from domain.run_state import EXECUTING, Run, RunStatus
+from domain.guards import check_executing, check_not_finished, check_open_visit, next_fields
+from domain.run_state import EXECUTING as EXECUTING
 from domain.run_state import TERMINAL as TERMINAL
 from domain.run_state import PendingClarify as PendingClarify
+from domain.run_state import Run, RunStatus
 from domain.run_state import evolve as evolve
 from domain.run_state import evolve_all as evolve_all
 from domain.run_state import fold as fold
@@ -34,43 +36,9 @@ from domain.vocabulary import (
     StreamKind,
     is_model_call_purpose,
     is_node_type,
-    is_remote_run_outcome,
     is_run_mode,
     is_stream_kind,
 )
-
-
-def _next(run: Run, at: datetime) -> dict[str, Any]:
-    return {"originator_id": run.id, "originator_version": run.version + 1, "timestamp": at}
-
-
-def _check_not_finished(run: Run, action: str) -> None:
-    if run.status.is_terminal:
-        raise RunAlreadyFinished(
-            f"run {run.id.hex} has already finished ({run.status.value}); cannot {action}",
-            run_id=run.id.hex,
-            status=run.status.value,
-        )
-
-
-def _check_executing(run: Run, action: str) -> None:
-    if run.status not in EXECUTING:
-        _check_not_finished(run, action)
-        raise IllegalTransition(
-            f"run {run.id.hex} is {run.status.value}; cannot {action}",
-            run_id=run.id.hex,
-            status=run.status.value,
-        )
-
-
-def _check_open_visit(run: Run, visit_uuid: str, action: str) -> None:
-    _check_executing(run, action)
-    if visit_uuid not in run.open_visits:
-        raise UnknownVisit(
-            f"visit {visit_uuid} is not open in run {run.id.hex}; cannot {action}",
-            run_id=run.id.hex,
-            visit_uuid=visit_uuid,
-        )
 
 
 def check_mode(mode: str) -> RunMode:
@@ -119,7 +87,7 @@ def check_startable(run: Run) -> None:
 def start_run(run: Run, at: datetime) -> ev.RunStarted:
     """Start a created run; a second start is refused."""
     check_startable(run)
-    return ev.RunStarted(**_next(run, at))
+    return ev.RunStarted(**next_fields(run, at))
 
 
 def start_visit(
@@ -128,11 +96,11 @@ def start_visit(
     predecessor_visit_uuids: Sequence[str] = (),
 ) -> ev.VisitStarted:
     """Open a visit of a node."""
-    _check_executing(run, "start a visit")
+    check_executing(run, "start a visit")
     if visit_uuid in run.open_visits:
         raise IllegalTransition(f"visit {visit_uuid} is already open", run_id=run.id.hex)
     return ev.VisitStarted(
-        **_next(run, at), visit_uuid=visit_uuid, node_id=node_id, node_type=check_node_type(node_type),
+        **next_fields(run, at), visit_uuid=visit_uuid, node_id=node_id, node_type=check_node_type(node_type),
         node_label=node_label, iter_seq=iter_seq, sort_order=sort_order, from_node_id=from_node_id,
         from_visit_uuid=from_visit_uuid, predecessor_visit_uuids=tuple(predecessor_visit_uuids),
     )
@@ -151,7 +119,7 @@ class StreamPiece(msgspec.Struct, frozen=True):
 
 def check_stream_chunk(run: Run, visit_uuid: str, kind: str) -> StreamKind:
     """The kind of a stream piece for an open visit; refused for a visit that is not open, or an unknown kind."""
-    _check_open_visit(run, visit_uuid, "stream")
+    check_open_visit(run, visit_uuid, "stream")
     if not is_stream_kind(kind) or kind == "clarify_request":
         raise IllegalTransition(f"unknown stream kind {kind!r}", run_id=run.id.hex)
     return kind
@@ -180,8 +148,8 @@ def stream_chunks(run: Run, pieces: Sequence[StreamPiece]) -> list[ev.NodeStream
 
 def complete_visit(run: Run, at: datetime, *, visit_uuid: str, node_id: str, output: dict[str, Any]) -> ev.VisitCompleted:
     """Close a visit with its output envelope."""
-    _check_open_visit(run, visit_uuid, "complete a visit")
-    return ev.VisitCompleted(**_next(run, at), visit_uuid=visit_uuid, node_id=node_id, output=output)
+    check_open_visit(run, visit_uuid, "complete a visit")
+    return ev.VisitCompleted(**next_fields(run, at), visit_uuid=visit_uuid, node_id=node_id, output=output)
 
 
 def fail_visit(
@@ -189,8 +157,8 @@ def fail_visit(
     output: dict[str, Any] | None = None, error_code: FailureCode | None = None,
 ) -> ev.VisitFailed:
     """Close a visit with an error (and its code)."""
-    _check_open_visit(run, visit_uuid, "fail a visit")
-    return ev.VisitFailed(**_next(run, at), visit_uuid=visit_uuid, node_id=node_id, error=error, output=output,
+    check_open_visit(run, visit_uuid, "fail a visit")
+    return ev.VisitFailed(**next_fields(run, at), visit_uuid=visit_uuid, node_id=node_id, error=error, output=output,
                           error_code=error_code)
 
 
@@ -199,12 +167,12 @@ def abandon_paused_visit(
     error_code: FailureCode | None = None,
 ) -> ev.VisitFailed:
     """Fail the open visit of a paused run that ends without its answer (e.g. at its time limit)."""
-    _check_not_finished(run, "abandon a visit")
+    check_not_finished(run, "abandon a visit")
     if run.status is not RunStatus.PAUSED or visit_uuid not in run.open_visits:
         raise IllegalTransition(
             f"visit {visit_uuid} is not waiting in a paused run {run.id.hex}", run_id=run.id.hex, visit_uuid=visit_uuid
         )
-    return ev.VisitFailed(**_next(run, at), visit_uuid=visit_uuid, node_id=node_id, error=error, output=output,
+    return ev.VisitFailed(**next_fields(run, at), visit_uuid=visit_uuid, node_id=node_id, error=error, output=output,
                           error_code=error_code)
 
 
@@ -213,29 +181,29 @@ def skip_visit(
     sort_order: int, reason: str = "",
 ) -> ev.VisitSkipped:
     """Record a node that a branch condition excluded."""
-    _check_executing(run, "skip a node")
+    check_executing(run, "skip a node")
     if iter_seq < 1:
         raise IllegalTransition(f"a skip of node {node_id} needs an iterSeq of 1 or more", run_id=run.id.hex)
     return ev.VisitSkipped(
-        **_next(run, at), visit_uuid=visit_uuid, node_id=node_id, node_type=check_node_type(node_type),
+        **next_fields(run, at), visit_uuid=visit_uuid, node_id=node_id, node_type=check_node_type(node_type),
         node_label=node_label, sort_order=sort_order, reason=reason, iter_seq=iter_seq,
     )
 
 
 def record_visit(run: Run, at: datetime, *, visit_uuid: str, node_id: str) -> ev.VisitRecorded:
     """Mark a finished visit as recorded."""
-    _check_executing(run, "record a visit")
+    check_executing(run, "record a visit")
     if visit_uuid in run.open_visits:
         raise IllegalTransition(f"visit {visit_uuid} is still open", run_id=run.id.hex)
-    return ev.VisitRecorded(**_next(run, at), visit_uuid=visit_uuid, node_id=node_id)
+    return ev.VisitRecorded(**next_fields(run, at), visit_uuid=visit_uuid, node_id=node_id)
 
 
 def decide_next(
     run: Run, at: datetime, *, next_node_id: str | None, reason: str, from_node_id: str | None = None
 ) -> ev.PlannerDecided:
     """Record the planner's choice of the next node."""
-    _check_executing(run, "record a planner decision")
-    return ev.PlannerDecided(**_next(run, at), next_node_id=next_node_id, reason=reason, from_node_id=from_node_id)
+    check_executing(run, "record a planner decision")
+    return ev.PlannerDecided(**next_fields(run, at), next_node_id=next_node_id, reason=reason, from_node_id=from_node_id)
 
 
 def request_clarify(
@@ -243,13 +211,13 @@ def request_clarify(
     choices: tuple[str, ...] = (), turn: int = 0,
 ) -> ev.ClarifyRequested:
     """Pause the run with a question."""
-    _check_open_visit(run, visit_uuid, "ask a question")
+    check_open_visit(run, visit_uuid, "ask a question")
     if run.status is not RunStatus.RUNNING:
         raise IllegalTransition(f"run {run.id.hex} is {run.status.value}; cannot ask", run_id=run.id.hex)
     if clarify_id in run.asked_clarify_ids:
         raise IllegalTransition(f"clarify {clarify_id} was already asked", run_id=run.id.hex)
     return ev.ClarifyRequested(
-        **_next(run, at), clarify_id=clarify_id, visit_uuid=visit_uuid, node_id=node_id,
+        **next_fields(run, at), clarify_id=clarify_id, visit_uuid=visit_uuid, node_id=node_id,
         question=question, choices=tuple(choices), turn=turn,
     )
 
@@ -261,7 +229,7 @@ def check_answerable(run: Run, clarify_id: str) -> None:
             f"clarify {clarify_id[:128]} was already answered; the first answer stands",
             run_id=run.id.hex, clarify_id=clarify_id,
         )
-    _check_not_finished(run, "answer a question")
+    check_not_finished(run, "answer a question")
     if run.cancel_requested:
         raise RunAlreadyFinished(
             f"run {run.id.hex} is being cancelled; its question can no longer be answered",
@@ -277,37 +245,37 @@ def check_answerable(run: Run, clarify_id: str) -> None:
 def answer_clarify(run: Run, at: datetime, *, clarify_id: str, answer: str) -> ev.ClarifyAnswered:
     """Answer the question the run waits on; refused once a cancel was requested, a repeat as already answered."""
     check_answerable(run, clarify_id)
-    return ev.ClarifyAnswered(**_next(run, at), clarify_id=clarify_id, answer=answer)
+    return ev.ClarifyAnswered(**next_fields(run, at), clarify_id=clarify_id, answer=answer)
 
 
 def request_cancel(run: Run, at: datetime, *, reason: str = "") -> ev.RunCancelRequested:
     """Ask for the run to stop; recorded at once, acted on at the next safe point."""
-    _check_not_finished(run, "cancel")
+    check_not_finished(run, "cancel")
     if run.cancel_requested:
         raise IllegalTransition(f"cancel of run {run.id.hex} was already requested", run_id=run.id.hex)
-    return ev.RunCancelRequested(**_next(run, at), reason=reason)
+    return ev.RunCancelRequested(**next_fields(run, at), reason=reason)
 
 
 def cancel_run(run: Run, at: datetime, *, reason: str = "") -> ev.RunCancelled:
     """Confirm that the run stopped after a cancel request."""
-    _check_not_finished(run, "confirm a cancel")
+    check_not_finished(run, "confirm a cancel")
     if not run.cancel_requested:
         raise IllegalTransition(f"run {run.id.hex} has no cancel request", run_id=run.id.hex)
-    return ev.RunCancelled(**_next(run, at), reason=reason)
+    return ev.RunCancelled(**next_fields(run, at), reason=reason)
 
 
 def complete_run(
     run: Run, at: datetime, *, output: dict[str, Any], working_dir_files: tuple[str, ...] = ()
 ) -> ev.RunCompleted:
     """Finish the run successfully."""
-    _check_executing(run, "complete")
-    return ev.RunCompleted(**_next(run, at), output=output, working_dir_files=tuple(working_dir_files))
+    check_executing(run, "complete")
+    return ev.RunCompleted(**next_fields(run, at), output=output, working_dir_files=tuple(working_dir_files))
 
 
 def fail_run(run: Run, at: datetime, *, error: str, error_code: FailureCode | None = None) -> ev.RunFailed:
     """Finish the run with an error and its code (allowed from any non-terminal state)."""
-    _check_not_finished(run, "fail")
-    return ev.RunFailed(**_next(run, at), error=error, error_code=error_code)
+    check_not_finished(run, "fail")
+    return ev.RunFailed(**next_fields(run, at), error=error, error_code=error_code)
 
 
 def record_model_call(
@@ -319,69 +287,13 @@ def record_model_call(
     if not is_model_call_purpose(purpose):
         raise IllegalTransition(f"unknown model call purpose {purpose!r}", run_id=run.id.hex)
     if purpose == "planner" and not visit_uuid:
-        _check_executing(run, "record a model call")
+        check_executing(run, "record a model call")
     else:
-        _check_open_visit(run, visit_uuid, "record a model call")
+        check_open_visit(run, visit_uuid, "record a model call")
     return ev.ModelCalled(
-        **_next(run, at), visit_uuid=visit_uuid, node_id=node_id, model_id=model_id, purpose=purpose,
+        **next_fields(run, at), visit_uuid=visit_uuid, node_id=node_id, model_id=model_id, purpose=purpose,
         attempt=attempt, latency_ms=latency_ms, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
         finish_reason=finish_reason, prompt_sha256=prompt_sha256, error_code=error_code,
-    )
-
-
-def _check_remote_attempt(run: Run, visit_uuid: str, attempt: int, action: str) -> None:
-    _check_open_visit(run, visit_uuid, action)
-    if attempt < 1:
-        raise IllegalTransition(f"a remote run's attempt is 1 or more, not {attempt}", run_id=run.id.hex)
-
-
-def request_remote_run(
-    run: Run, at: datetime, *, visit_uuid: str, node_id: str, gateway_id: str, session_id: str, attempt: int,
-) -> ev.RemoteRunRequested:
-    """Record that an open visit is about to submit a gateway run (appended before the request is sent)."""
-    _check_remote_attempt(run, visit_uuid, attempt, "submit a remote run")
-    return ev.RemoteRunRequested(
-        **_next(run, at), visit_uuid=visit_uuid, node_id=node_id, gateway_id=gateway_id, session_id=session_id,
-        attempt=attempt,
-    )
-
-
-def accept_remote_run(
-    run: Run, at: datetime, *, visit_uuid: str, node_id: str, attempt: int, remote_run_id: str,
-) -> ev.RemoteRunAccepted:
-    """Record the id the gateway gave a visit's run (before any of its events is copied)."""
-    _check_remote_attempt(run, visit_uuid, attempt, "record a remote run id")
-    if not remote_run_id:
-        raise IllegalTransition("a remote run id is not empty", run_id=run.id.hex)
-    return ev.RemoteRunAccepted(
-        **_next(run, at), visit_uuid=visit_uuid, node_id=node_id, attempt=attempt, remote_run_id=remote_run_id,
-    )
-
-
-def request_remote_stop(
-    run: Run, at: datetime, *, visit_uuid: str, node_id: str, attempt: int, remote_run_id: str, reason: str = "",
-) -> ev.RemoteRunStopRequested:
-    """Record that the engine asks the gateway to stop a visit's run."""
-    _check_remote_attempt(run, visit_uuid, attempt, "stop a remote run")
-    return ev.RemoteRunStopRequested(
-        **_next(run, at), visit_uuid=visit_uuid, node_id=node_id, attempt=attempt, remote_run_id=remote_run_id,
-        reason=reason,
-    )
-
-
-def end_remote_run(
-    run: Run, at: datetime, *, visit_uuid: str, node_id: str, gateway_id: str, session_id: str, attempt: int,
-    outcome: str, remote_run_id: str = "", duration_ms: float = 0.0, prompt_tokens: int = 0,
-    completion_tokens: int = 0, reason: str = "", error: str = "", output: str = "",
-) -> ev.RemoteRunEnded:
-    """Record how one of an open visit's gateway runs ended (its metering record)."""
-    _check_remote_attempt(run, visit_uuid, attempt, "record a remote run's end")
-    if not is_remote_run_outcome(outcome):
-        raise IllegalTransition(f"unknown remote run outcome {outcome!r}", run_id=run.id.hex)
-    return ev.RemoteRunEnded(
-        **_next(run, at), visit_uuid=visit_uuid, node_id=node_id, gateway_id=gateway_id, session_id=session_id,
-        attempt=attempt, outcome=outcome, remote_run_id=remote_run_id, duration_ms=duration_ms,
-        prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, reason=reason, error=error, output=output,
     )
 
 
@@ -400,4 +312,4 @@ def check_erasable(run: Run) -> None:
 def erase_run(run: Run, at: datetime, *, erased_by: str, events_erased: int) -> ev.RunErased:
     """Record that the content of an ended run is erased (its skeleton and chain stay)."""
     check_erasable(run)
-    return ev.RunErased(**_next(run, at), erased_by=erased_by, events_erased=events_erased)
+    return ev.RunErased(**next_fields(run, at), erased_by=erased_by, events_erased=events_erased)

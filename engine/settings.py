@@ -5,7 +5,7 @@ Each field an operator may set says, in one place, its variable, its default and
 from these fields (`flowtrail config --reference`). The settings stay frozen dataclasses so that callers and
 tests build and `dataclasses.replace` them with keyword arguments. The shapes inside the JSON-list settings
 belong to their packages: `ApiKey` to engine.access, `ModelConfig` to engine.llm, `HermesGateway` to
-engine.hermes.
+engine.hermes; so does the job queue's group, `DispatchSettings`, to engine.dispatch.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from engine.access import DEMO_KEY, ApiKey, check_api_keys, read_key_file
 from engine.config import SettingsError, read_field, read_section, refuse_unknown_variables, setting, variables
+from engine.dispatch.settings import DispatchSettings
 from engine.hermes.gateways import HermesGateway, check_gateways
 from engine.llm.config import RESERVED_MODEL_IDS, ModelConfig
 from engine.loopback import is_loopback
@@ -126,31 +127,6 @@ class LimitSettings:
         "FLOWTRAIL_BODY_MIN_BYTES_PER_SECOND", "the slowest average rate a long request body may arrive at (0: the "
         "whole body within FLOWTRAIL_BODY_TIMEOUT_SECONDS)", ge=0,
     )] = 16 * 1024
-
-
-@dataclass(frozen=True)
-class DispatchSettings:
-    """How replicas on one PostgreSQL share the runs (procrastinate jobs), and how a stopping process hands its runs
-    over (on SQLite too: to its own next start)."""
-
-    worker_concurrency: Annotated[int, setting(
-        "FLOWTRAIL_WORKER_CONCURRENCY", "runs one replica executes at once (the rest wait as queued jobs)", ge=1,
-    )] = 100
-    heartbeat_seconds: Annotated[float, setting(
-        "FLOWTRAIL_WORKER_HEARTBEAT_SECONDS", "how often a replica's job worker says it is alive", gt=0,
-    )] = 5.0
-    stall_seconds: Annotated[float, setting(
-        "FLOWTRAIL_WORKER_STALL_SECONDS", "a replica silent this long is taken for dead: its runs continue on "
-        "another replica", gt=0,
-    )] = 30.0
-    pool_size: Annotated[int, setting(
-        "FLOWTRAIL_WORKER_POOL_SIZE", "PostgreSQL connections of the job queue per replica (one more listens)", ge=2,
-    )] = 3
-    drain_seconds: Annotated[float, setting(
-        "FLOWTRAIL_DRAIN_SECONDS", "on SIGTERM/SIGINT, how long the visits in flight get to end: each run stops at its "
-        "next visit boundary and continues from its log on another replica (SQLite: at the next start); a run still "
-        "in a visit when this ends is handed over at once and that visit runs again", ge=0,
-    )] = 20.0
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from procrastinate.retry import BaseRetryStrategy, RetryDecision
 from procrastinate.worker import Worker
 
 from engine.dispatch.schema import conninfo, ensure_job_schema
-from engine.settings import DispatchSettings
+from engine.dispatch.settings import DispatchSettings
 from engine.store.url import StoreLocation
 
 logger = logging.getLogger("flowtrail.dispatch")

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from datetime import datetime
 from functools import partial
 
-from domain import run as decide
+from domain import remote_run
 from domain.events import RunEvent
 from domain.failures import FailureCode
 from domain.workflow import REMOTE_BACKEND, ModelData
@@ -55,17 +55,17 @@ class VisitRemoteFacts:
 
     async def requested(self, gateway_id: str, session_id: str, attempt: int) -> datetime:
         """Record that a run is about to be submitted; when it was recorded."""
-        (event,) = await self._decide(partial(decide.request_remote_run, gateway_id=gateway_id, session_id=session_id,
+        (event,) = await self._decide(partial(remote_run.request_remote_run, gateway_id=gateway_id, session_id=session_id,
                                               attempt=attempt))
         return event.timestamp
 
     async def accepted(self, attempt: int, remote_run_id: str) -> None:
         """Record the run's id."""
-        await self._decide(partial(decide.accept_remote_run, attempt=attempt, remote_run_id=remote_run_id))
+        await self._decide(partial(remote_run.accept_remote_run, attempt=attempt, remote_run_id=remote_run_id))
 
     async def stop_requested(self, attempt: int, remote_run_id: str, reason: str) -> None:
         """Record that the gateway is asked to stop the run."""
-        await self._decide(partial(decide.request_remote_stop, attempt=attempt, remote_run_id=remote_run_id, reason=reason))
+        await self._decide(partial(remote_run.request_remote_stop, attempt=attempt, remote_run_id=remote_run_id, reason=reason))
 
     async def ended(self, end: RemoteEnd) -> None:
         """Record the run's end (its metering record)."""
@@ -73,7 +73,7 @@ class VisitRemoteFacts:
             logger.warning("visit %s closed before its gateway run %s ended", self.visit_uuid, end.remote_run_id)
             return
         await self._decide(partial(
-            decide.end_remote_run, gateway_id=end.gateway_id, session_id=end.session_id, attempt=end.attempt,
+            remote_run.end_remote_run, gateway_id=end.gateway_id, session_id=end.session_id, attempt=end.attempt,
             outcome=end.outcome, remote_run_id=end.remote_run_id, duration_ms=end.duration_ms,
             prompt_tokens=end.prompt_tokens, completion_tokens=end.completion_tokens, reason=end.reason,
             error=end.error, output=end.output,

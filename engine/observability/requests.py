@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextvars
 import re
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 from uuid import uuid4
 
 import msgspec
@@ -18,7 +18,7 @@ import msgspec
 REQUEST_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("flowtrail_request_id", default=None)
 """The id of the request the current code serves (None: not serving a request)."""
 _ACCEPTED = re.compile(r"^[A-Za-z0-9._:/+=@-]{1,128}$")
-E = TypeVar("E")
+E = TypeVar("E", bound=msgspec.Struct)
 
 
 def accepted_or_new(given: str | None) -> str:
@@ -31,12 +31,12 @@ def accepted_or_new(given: str | None) -> str:
 def stamped(event: E) -> E:
     """The event with the current request's id, when it has a `request_id` field and a request is being served."""
     request_id = REQUEST_ID.get()
-    if request_id is None or "request_id" not in getattr(type(event), "__struct_fields__", ()):
+    if request_id is None or "request_id" not in event.__struct_fields__:
         return event
-    return msgspec.structs.replace(event, request_id=request_id)  # type: ignore[type-var]  # a Struct (checked above)
+    return msgspec.structs.replace(event, request_id=request_id)
 
 
-def stamped_all(events: Sequence[Any]) -> list[Any]:
+def stamped_all(events: Sequence[E]) -> list[E]:
     """Each event stamped (see `stamped`)."""
     return [stamped(event) for event in events]
 

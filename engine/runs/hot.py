@@ -211,11 +211,11 @@ class HotRun:
 
     def _frame(self, position: int, item: SseMessage | RunEvent) -> bytes:
         """The frame of an unframed message; a kept message is kept framed from now on."""
-        if type(item) is SseMessage:
+        if isinstance(item, SseMessage):
             frame = self._encode_frame(item)
             self.kept[position] = (self.kept[position][0], frame)
             return frame
-        return self._encode_frame(render_stateless(item, self._run_hex, self.sse.erased))  # type: ignore[arg-type]  # a stateless event
+        return self._encode_frame(render_stateless(item, self._run_hex, self.sse.erased))
 
     def replayed(self, events: Sequence[RunEvent], wants: Wants | None) -> list[bytes]:
         """The frames of stored events this run no longer holds in memory: stateless ones rendered

@@ -12,7 +12,8 @@ from dataclasses import replace
 
 from domain import events as ev
 from domain.run import RunStatus
-from engine.settings import DispatchSettings, Settings
+from engine.dispatch.settings import DispatchSettings
+from engine.settings import Settings
 from tests.support.engine_runs import (
     chunks,
     edge,

@@ -19,7 +19,8 @@ import pytest
 import pytest_asyncio
 
 from domain import events as ev
-from domain.run import RunStatus, end_remote_run, fold, request_cancel
+from domain.remote_run import end_remote_run
+from domain.run import RunStatus, fold, request_cancel
 from engine.bootstrap import Services
 from engine.clock import utcnow
 from engine.context.section import CLOSE, OPEN

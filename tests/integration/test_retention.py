@@ -40,9 +40,8 @@ async def test_a_sweep_erases_the_longest_ended_runs_a_batch_at_a_time_and_never
     assert (type(last).__name__, last.erased_by) == ("RunErased", "retention")
 
 
+@pytest.mark.parametrize("store", ["postgres"], indirect=True)  # on SQLite one process owns the store and sweeps
 async def test_while_another_replica_sweeps_this_one_erases_nothing(services, store):
-    if services.store.location.kind == "sqlite":
-        pytest.skip("on SQLite one process owns the store: it is the only one that sweeps")
     run_id = await run_with_steps(services, 2)
     other = AsyncEventStore(EventStore(parse_database_url(store)))
     await other.start()
