@@ -32,30 +32,11 @@ from bench.machine import wait_quiet
 from bench.names import API_KEY
 from bench.replicas import Replica
 from bench.stores import Store
+from tests.support.replicas import paced_flow, stream_path
 
 FLOW = "paced-flow"
 BURNER = "while True: pass"
 Arrivals = dict[int, float]
-
-
-def paced_flow(steps: int) -> dict[str, Any]:
-    """Three scripted llm nodes of `steps` status lines each, then an output."""
-    nodes: list[dict[str, Any]] = [{"id": "input", "type": "userInput", "label": "in", "data": {"inputs": []}}]
-    edges, previous = [], "input"
-    for n in range(3):
-        script = [[*({"status": f"step {n}.{k}"} for k in range(steps)), {"text": f"part {n}"}]]
-        nodes.append({"id": f"part-{n}", "type": "llm", "label": f"part {n}",
-                      "data": {"model_id": "scripted", "prompt": "go", "script": script}})
-        edges.append({"source": previous, "target": f"part-{n}"})
-        previous = f"part-{n}"
-    nodes.append({"id": "result", "type": "output", "label": "result",
-                  "data": {"outputs": [{"name": "text", "type": "string", "value": "{{part-2.text}}"}]}})
-    edges.append({"source": previous, "target": "result"})
-    return {"name": FLOW, "displayName": "Paced", "mode": "DAG", "nodes": nodes, "edges": edges}
-
-
-def stream_path(run_id: str) -> str:
-    return f"/api/v1/workflows/{FLOW}/runs/{run_id}/stream"
 
 
 async def read_frames(client: httpx.AsyncClient, path: str, arrivals: Arrivals, *, after: int | None = None,
@@ -79,10 +60,10 @@ async def resume_elsewhere(clients: list[httpx.AsyncClient], run_id: str, first_
     """Follow on each replica in turn: `first_after` messages on one, then resume on the other; (status of the
     resume, seconds from the resume to its first message)."""
     seen: Arrivals = {}
-    await read_frames(clients[0], stream_path(run_id), seen, stop_after=first_after)
+    await read_frames(clients[0], stream_path(FLOW, run_id), seen, stop_after=first_after)
     resumed: Arrivals = {}
     began = time.perf_counter()
-    status = await read_frames(clients[1], stream_path(run_id), resumed, after=max(seen), stop_after=1)
+    status = await read_frames(clients[1], stream_path(FLOW, run_id), resumed, after=max(seen), stop_after=1)
     return status, (min(resumed.values()) - began) if resumed else float("nan")
 
 
@@ -107,7 +88,7 @@ async def measure(runs: int, steps: int, pace: float, burn: int, workdir: Path) 
     """One sitting: two replicas on a fresh schema, `runs` runs followed on both, plus one resume per run."""
     flows = workdir / "flows"
     flows.mkdir(parents=True)
-    (flows / f"{FLOW}.json").write_text(json.dumps(paced_flow(steps)), encoding="utf-8")
+    (flows / f"{FLOW}.json").write_text(json.dumps(paced_flow(FLOW, "Paced", steps)), encoding="utf-8")
     store = Store("postgres", workdir)
     replicas = [Replica(store.url, workdir, i) for i in range(2)]
     burners: list[subprocess.Popen[bytes]] = []
@@ -120,7 +101,7 @@ async def measure(runs: int, steps: int, pace: float, burn: int, workdir: Path) 
                    for r in replicas]
         run_ids = await start_runs(clients[0], runs)
         pairs: list[tuple[Arrivals, Arrivals]] = [({}, {}) for _ in run_ids]
-        following = [asyncio.create_task(read_frames(clients[k], stream_path(run_id), pairs[i][k]))
+        following = [asyncio.create_task(read_frames(clients[k], stream_path(FLOW, run_id), pairs[i][k]))
                      for i, run_id in enumerate(run_ids) for k in (0, 1)]
         resuming = [asyncio.create_task(resume_elsewhere(clients[::1 if i % 2 else -1], run_id, 100))
                     for i, run_id in enumerate(run_ids)]

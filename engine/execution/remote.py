@@ -15,6 +15,8 @@ from collections.abc import Callable
 from datetime import datetime
 from functools import partial
 
+import msgspec
+
 from domain import remote_run
 from domain.events import RunEvent
 from domain.failures import FailureCode
@@ -72,12 +74,7 @@ class VisitRemoteFacts:
         if self.visit_uuid not in self.journal.run.open_visits:
             logger.warning("visit %s closed before its gateway run %s ended", self.visit_uuid, end.remote_run_id)
             return
-        await self._decide(partial(
-            remote_run.end_remote_run, gateway_id=end.gateway_id, session_id=end.session_id, attempt=end.attempt,
-            outcome=end.outcome, remote_run_id=end.remote_run_id, duration_ms=end.duration_ms,
-            prompt_tokens=end.prompt_tokens, completion_tokens=end.completion_tokens, reason=end.reason,
-            error=end.error, output=end.output,
-        ))
+        await self._decide(partial(remote_run.end_remote_run, **msgspec.structs.asdict(end)))
 
     async def _decide(self, decision: Callable[..., RunEvent]) -> list[RunEvent]:
         events = await self.journal.decide(partial(decision, visit_uuid=self.visit_uuid, node_id=self.node_id))

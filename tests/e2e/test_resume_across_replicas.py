@@ -18,7 +18,7 @@ import httpx
 
 from tests.support.hopping_sse import Hopper
 from tests.support.process import ServerProcess
-from tests.support.replicas import replicas, runs_active
+from tests.support.replicas import paced_flow, replicas, runs_active, start_run, stream_path
 from tests.support.sse import read_stream
 
 FLOW = "hops-flow"
@@ -27,39 +27,11 @@ RUN_BOUND_SECONDS = 90
 """A bound, not a figure: a run takes about 8 s at this pace on a quiet machine."""
 
 
-def hops_flow() -> dict:
-    """Three scripted llm nodes of STEPS_PER_NODE status lines each, then an output: about 310 events a run."""
-    nodes: list[dict] = [{"id": "input", "type": "userInput", "label": "in", "data": {"inputs": []}}]
-    edges, previous = [], "input"
-    for n in range(3):
-        script = [[*({"status": f"step {n}.{k}"} for k in range(STEPS_PER_NODE)), {"text": f"part {n}"}]]
-        nodes.append({"id": f"part-{n}", "type": "llm", "label": f"part {n}",
-                      "data": {"model_id": "scripted", "prompt": "go", "script": script}})
-        edges.append({"source": previous, "target": f"part-{n}"})
-        previous = f"part-{n}"
-    nodes.append({"id": "result", "type": "output", "label": "result",
-                  "data": {"outputs": [{"name": "text", "type": "string", "value": "{{part-2.text}}"}]}})
-    edges.append({"source": previous, "target": "result"})
-    return {"name": FLOW, "displayName": "Hops", "mode": "DAG", "nodes": nodes, "edges": edges}
-
-
 def flows_dir(tmp_path: Path) -> str:
     folder = tmp_path / "flows"
     folder.mkdir()
-    (folder / f"{FLOW}.json").write_text(json.dumps(hops_flow()), encoding="utf-8")
+    (folder / f"{FLOW}.json").write_text(json.dumps(paced_flow(FLOW, "Hops", STEPS_PER_NODE)), encoding="utf-8")
     return str(folder)
-
-
-def stream_path(run_id: str) -> str:
-    return f"/api/v1/workflows/{FLOW}/runs/{run_id}/stream"
-
-
-async def start_run(client: httpx.AsyncClient) -> str:
-    created = await client.post(f"/api/v1/workflows/{FLOW}/runs", json={"variables": {}})
-    assert created.status_code == 201, created.text
-    run_id: str = created.json()["data"]["runId"]
-    assert (await client.post(f"/api/v1/workflows/{FLOW}/runs/{run_id}/start")).status_code == 200
-    return run_id
 
 
 async def assert_exact(client: httpx.AsyncClient, hopper: Hopper) -> None:
@@ -80,8 +52,8 @@ async def hop_through(servers: list[ServerProcess], runs: int, seed: int) -> lis
     """Start `runs` runs and follow each by hopping over the servers until every run ended."""
     clients = clients_of(servers)
     try:
-        run_ids = [await start_run(clients[i % len(clients)]) for i in range(runs)]
-        hoppers = [Hopper(clients, stream_path(run_id), random.Random(seed + i)) for i, run_id in enumerate(run_ids)]
+        run_ids = [await start_run(clients[i % len(clients)], FLOW) for i in range(runs)]
+        hoppers = [Hopper(clients, stream_path(FLOW, run_id), random.Random(seed + i)) for i, run_id in enumerate(run_ids)]
         await asyncio.wait_for(asyncio.gather(*(h.follow() for h in hoppers)), RUN_BOUND_SECONDS)
         for hopper in hoppers:
             await assert_exact(clients[0], hopper)
@@ -124,8 +96,8 @@ async def test_a_stream_hopping_between_three_replicas_stays_exact_while_the_exe
     async with replicas(postgres, tmp_path, 3, FLOWTRAIL_WORKFLOWS_DIR=flows_dir(tmp_path)) as servers:
         clients = clients_of(servers)
         try:
-            run_id = await start_run(clients[0])
-            hopper = Hopper(clients, stream_path(run_id), random.Random(seed), take=(5, 40))
+            run_id = await start_run(clients[0], FLOW)
+            hopper = Hopper(clients, stream_path(FLOW, run_id), random.Random(seed), take=(5, 40))
             following = asyncio.create_task(hopper.follow())
             midway = asyncio.create_task(hopper.got.wait())
             await asyncio.wait({following, midway}, timeout=RUN_BOUND_SECONDS, return_when=asyncio.FIRST_COMPLETED)

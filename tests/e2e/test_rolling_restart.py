@@ -27,7 +27,7 @@ from tests.fakes.openai_server import FakeOpenAI
 from tests.support.haproxy import Haproxy
 from tests.support.hopping_sse import Hopper
 from tests.support.process import ServerProcess
-from tests.support.replicas import replicas, runs_active
+from tests.support.replicas import replicas, runs_active, start_run, stream_path
 from tests.support.sse import read_stream
 from tests.support.stores import store_url
 
@@ -87,19 +87,6 @@ def replica_env(tmp_path: Path, model: FakeOpenAI, *, scripted_seconds: float, d
             "FLOWTRAIL_LOAD_DEMOS": "false"}
 
 
-def stream_path(run_id: str) -> str:
-    return f"/api/v1/workflows/{FLOW}/runs/{run_id}/stream"
-
-
-async def start_run(client: httpx.AsyncClient) -> str:
-    created = await client.post(f"/api/v1/workflows/{FLOW}/runs", json={"variables": {}})
-    assert created.status_code == 201, created.text
-    run_id: str = created.json()["data"]["runId"]
-    started = await client.post(f"/api/v1/workflows/{FLOW}/runs/{run_id}/start")
-    assert started.status_code == 200, started.text
-    return run_id
-
-
 def stored(url: str, run_id: str) -> list[ev.RunEvent]:
     store = EventStore(parse_database_url(url))
     try:
@@ -153,8 +140,8 @@ async def test_three_replicas_restarted_one_after_another_end_every_run_with_exa
         try:
             async with httpx.AsyncClient(base_url=balancer.base_url, headers={"X-API-Key": "test-key-all"},
                                          timeout=30.0) as client:
-                run_ids = [await start_run(client) for _ in range(RUNS)]
-                followers = [Hopper([client], stream_path(r), random.Random(i), take=(10**9, 10**9))
+                run_ids = [await start_run(client, FLOW) for _ in range(RUNS)]
+                followers = [Hopper([client], stream_path(FLOW, r), random.Random(i), take=(10**9, 10**9))
                              for i, r in enumerate(run_ids)]
                 following = asyncio.gather(*(f.follow() for f in followers))
                 for server in servers:
@@ -190,7 +177,7 @@ async def test_a_visit_longer_than_the_drain_window_is_handed_over_when_it_close
     env = replica_env(tmp_path, slow_model, scripted_seconds=0.2, draft_seconds=6.0, drain_seconds=2)
     async with replicas(postgres, tmp_path, 2, **env) as servers:
         async with servers[0].client() as client:
-            run_id = await start_run(client)
+            run_id = await start_run(client, FLOW)
         for _ in range(200):
             active = [await runs_active(s) for s in servers]
             if any(active):
@@ -203,7 +190,7 @@ async def test_a_visit_longer_than_the_drain_window_is_handed_over_when_it_close
             ready, healthy, state = await while_draining(stopping, first, run_id)
         await asyncio.to_thread(first.process.wait, 30)
         async with other.client() as client:
-            rest = await asyncio.wait_for(read_stream(client, stream_path(run_id)), BOUND_SECONDS)
+            rest = await asyncio.wait_for(read_stream(client, stream_path(FLOW, run_id)), BOUND_SECONDS)
     assert ready == 503 and healthy == 200 and state == 200
     assert rest.ended and rest.events[-1] == "workflow_complete"
     assert f"run {run_id} was still in a visit when the drain window (2 s) closed" in first.log()
@@ -230,7 +217,7 @@ async def while_draining(client: httpx.AsyncClient, server: ServerProcess, run_i
 
 async def until_said(client: httpx.AsyncClient, run_id: str, line: str) -> None:
     """Follow the run's stream until a message carries `line`."""
-    async with client.stream("GET", stream_path(run_id), timeout=httpx.Timeout(10.0, read=BOUND_SECONDS)) as response:
+    async with client.stream("GET", stream_path(FLOW, run_id), timeout=httpx.Timeout(10.0, read=BOUND_SECONDS)) as response:
         async for text in response.aiter_lines():
             if line in text:
                 return
@@ -245,14 +232,14 @@ async def test_on_sqlite_a_stop_signal_lets_the_visit_end_and_the_run_goes_on_fr
     await server.start()
     try:
         async with server.client() as client:
-            run_id = await start_run(client)
+            run_id = await start_run(client, FLOW)
             await until_said(client, run_id, "draft began")
         await server.stop()
         assert server.process is not None and server.process.returncode == 0
         drained = stored(url, run_id)
         await server.start()
         async with server.client() as client:
-            rest = await asyncio.wait_for(read_stream(client, stream_path(run_id)), BOUND_SECONDS)
+            rest = await asyncio.wait_for(read_stream(client, stream_path(FLOW, run_id)), BOUND_SECONDS)
     finally:
         await server.stop()
     assert rest.ended and rest.events[-1] == "workflow_complete"

@@ -184,6 +184,17 @@ async def test_gateway_tool_calls_become_tool_call_and_tool_result_lines(hermes_
     assert "flowtrail-was-here" in json.dumps(hermes_model.streamed[1]["messages"][-1])
 
 
+async def accepted_and_answering(services, hermes_model, name: str) -> ev.RemoteRunAccepted:
+    """Publish and start a remote flow `name`; its gateway run's acceptance, once the model is answering it."""
+    await services.catalogue.publish(remote_flow(name))
+    run_id = await start(services, name, {"who": "Ada"})
+    accepted = await wait_for_event(services, run_id, lambda e: isinstance(e, ev.RemoteRunAccepted), timeout=60)
+    while not hermes_model.streamed:
+        await asyncio.sleep(0.05)
+    assert isinstance(accepted, ev.RemoteRunAccepted)
+    return accepted
+
+
 def gateway_runs(events) -> list[str]:
     """The gateway run ids our log names, in order."""
     return [accepted.remote_run_id for accepted in of_type(events, ev.RemoteRunAccepted)]
@@ -288,11 +299,7 @@ async def test_a_run_cancelled_while_no_process_followed_its_gateway_run_stops_t
     hermes_model.will_hang_after("Thinking it over")
     settings = engine_settings(store, tmp_path / "data", load_demos=False, hermes_gateways=(configured(keyed_gateway),))
     async with running(settings) as services:
-        await services.catalogue.publish(remote_flow("hermes-cancel-while-down"))
-        run_id = await start(services, "hermes-cancel-while-down", {"who": "Ada"})
-        await wait_for_event(services, run_id, lambda e: isinstance(e, ev.RemoteRunAccepted), timeout=60)
-        while not hermes_model.streamed:
-            await asyncio.sleep(0.05)
+        run_id = (await accepted_and_answering(services, hermes_model, "hermes-cancel-while-down")).originator_id
     append_cancel_request(store, run_id)
     async with running(settings) as services:
         run = await wait_until(services, run_id, timeout=120)
@@ -311,11 +318,7 @@ async def test_a_cancel_while_a_restarted_process_follows_the_gateway_run_stops_
     hermes_model.will_hang_after("Thinking it over")
     settings = engine_settings(store, tmp_path / "data", load_demos=False, hermes_gateways=(configured(keyed_gateway),))
     async with running(settings) as services:
-        await services.catalogue.publish(remote_flow("hermes-cancel-followed"))
-        run_id = await start(services, "hermes-cancel-followed", {"who": "Ada"})
-        await wait_for_event(services, run_id, lambda e: isinstance(e, ev.RemoteRunAccepted), timeout=60)
-        while not hermes_model.streamed:
-            await asyncio.sleep(0.05)
+        run_id = (await accepted_and_answering(services, hermes_model, "hermes-cancel-followed")).originator_id
     async with running(settings) as services:
         await wait_for_event(services, run_id, lambda e: isinstance(e, ev.NodeStreamed)
                              and e.content.startswith("following hermes run "), timeout=60)
@@ -334,11 +337,8 @@ async def test_a_visit_taken_up_after_its_gateway_run_ended_uses_the_recorded_an
     hermes_model.will_pause_between(["Hello "], ["from the log."])
     settings = engine_settings(store, tmp_path / "data", load_demos=False, hermes_gateways=(configured(keyed_gateway),))
     async with running(settings) as services:
-        await services.catalogue.publish(remote_flow("hermes-ended-before"))
-        run_id = await start(services, "hermes-ended-before", {"who": "Ada"})
-        accepted = await wait_for_event(services, run_id, lambda e: isinstance(e, ev.RemoteRunAccepted), timeout=60)
-        while not hermes_model.streamed:
-            await asyncio.sleep(0.05)
+        accepted = await accepted_and_answering(services, hermes_model, "hermes-ended-before")
+        run_id = accepted.originator_id
     hermes_model.open_gate()
     assert await gateway_status_becomes(keyed_gateway, accepted.remote_run_id, "completed") == "completed"
     append_end(store, run_id, accepted, output="Hello from the log.")
@@ -714,11 +714,7 @@ async def test_a_restart_during_a_hermes_visit_follows_its_gateway_run_to_its_en
     hermes_model.will_pause_between(["Hello "], ["after ", "the restart."])
     settings = engine_settings(store, tmp_path / "data", load_demos=False, hermes_gateways=(configured(keyed_gateway),))
     async with running(settings) as services:
-        await services.catalogue.publish(remote_flow("hermes-restart"))
-        run_id = await start(services, "hermes-restart", {"who": "Ada"})
-        await wait_for_event(services, run_id, lambda e: isinstance(e, ev.RemoteRunAccepted), timeout=60)
-        while not hermes_model.streamed:
-            await asyncio.sleep(0.05)
+        run_id = (await accepted_and_answering(services, hermes_model, "hermes-restart")).originator_id
         (interrupted,) = gateway_runs(await events_of(services, run_id))
     assert (await gateway_status(keyed_gateway, interrupted))["status"] == "running"
     hermes_model.open_gate()

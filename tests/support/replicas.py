@@ -7,6 +7,7 @@ import contextlib
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -42,3 +43,34 @@ async def runs_active(server: ServerProcess) -> int:
         text = (await client.get(f"{server.base_url}/metrics")).text
     found = re.search(r"^flowtrail_runs_active (\S+)$", text, flags=re.MULTILINE)
     return int(float(found.group(1))) if found else 0
+
+
+def paced_flow(name: str, display: str, steps: int) -> dict[str, Any]:
+    """Three scripted llm nodes of `steps` status lines each, then an output (about 3 * steps + 10 events a run)."""
+    nodes: list[dict[str, Any]] = [{"id": "input", "type": "userInput", "label": "in", "data": {"inputs": []}}]
+    edges, previous = [], "input"
+    for n in range(3):
+        script = [[*({"status": f"step {n}.{k}"} for k in range(steps)), {"text": f"part {n}"}]]
+        nodes.append({"id": f"part-{n}", "type": "llm", "label": f"part {n}",
+                      "data": {"model_id": "scripted", "prompt": "go", "script": script}})
+        edges.append({"source": previous, "target": f"part-{n}"})
+        previous = f"part-{n}"
+    nodes.append({"id": "result", "type": "output", "label": "result",
+                  "data": {"outputs": [{"name": "text", "type": "string", "value": "{{part-2.text}}"}]}})
+    edges.append({"source": previous, "target": "result"})
+    return {"name": name, "displayName": display, "mode": "DAG", "nodes": nodes, "edges": edges}
+
+
+def stream_path(flow: str, run_id: str) -> str:
+    """The run's stream path."""
+    return f"/api/v1/workflows/{flow}/runs/{run_id}/stream"
+
+
+async def start_run(client: httpx.AsyncClient, flow: str) -> str:
+    """Create a run of `flow` with no variables and start it; its id."""
+    created = await client.post(f"/api/v1/workflows/{flow}/runs", json={"variables": {}})
+    assert created.status_code == 201, created.text
+    run_id: str = created.json()["data"]["runId"]
+    started = await client.post(f"/api/v1/workflows/{flow}/runs/{run_id}/start")
+    assert started.status_code == 200, started.text
+    return run_id
