@@ -16,7 +16,7 @@ import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from api.body_clock import BodyClock, TimedFlowControl
-from api.errors import ApiError
+from api.errors import ApiError, validation_failed
 from api.head_limits import HeadCount, refusal
 from engine.settings import LimitSettings, Settings
 
@@ -107,8 +107,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             if isinstance(exc.__context__, ApiError):
                 self._refuse(exc.__context__)
                 return False
-            self.logger.warning("Invalid HTTP request received.")
-            self.send_400_response("Invalid HTTP request received.")
+            self._refuse(validation_failed(f"the request is not valid HTTP/1.1 ({exc})"))
             return False
         except httptools.HttpParserUpgrade:
             if self._should_upgrade():

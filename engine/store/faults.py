@@ -29,6 +29,7 @@ ASYNCPG_PASSING: tuple[type[BaseException], ...] = (
     asyncpg.InsufficientResourcesError,  # too many connections, disk full, out of memory
     asyncpg.ReadOnlySQLTransactionError,
     asyncpg.InterfaceError,  # "connection is closed", "pool is closing"
+    asyncpg.InternalClientError,  # the driver's protocol state broke with its connection (a cluster restart)
 )
 PSYCOPG_PASSING: tuple[type[BaseException], ...] = (
     psycopg.OperationalError,  # lost, refused, shutting down, disk full, lock timeout; PoolTimeout too

@@ -14,6 +14,8 @@ like another process's (a hot run drops it by position).
 When the connection is lost (the server restarted, our backend was terminated) the tail
 reconnects with capped backoff and reads on from its cursor, so nothing committed in
 between is missed; the outage is logged once, with the store's (`engine.store.faults`).
+Any other failure of a read is logged and handled the same way, and a row it cannot decode
+is logged and skipped: the tail never stops while the process serves.
 """
 
 from __future__ import annotations
@@ -103,10 +105,11 @@ class PostgresTail:
                 if self.local_appends_done is not None:
                     await self.local_appends_done(OWN_APPENDS_WAIT_SECONDS)
                 await self._drain()
-            except Exception as exc:
-                if not is_passing(exc):
-                    raise
-                self.outage.failed(exc, "live tail")
+            except Exception as exc:  # a tail that stopped would silently stop every live stream
+                if is_passing(exc):
+                    self.outage.failed(exc, "live tail")
+                else:
+                    log.exception("the live tail's read failed; it reconnects and reads on from its cursor")
                 await self._reconnect()
 
     async def _drain(self) -> None:
@@ -130,14 +133,22 @@ class PostgresTail:
         return at >= 0 and self._own[at][0] <= notification_id <= self._own[at][1]
 
     def _deliver(self, rows: list[asyncpg.Record]) -> None:
-        decode = self.mapper.decode_state
         events = [
-            decode(r["state"], r["topic"], r["originator_version"])
+            event
             for r in rows
             if not self._own_row(r["notification_id"]) and self.wanted(r["originator_id"], r["originator_version"])
+            and (event := self._decoded(r)) is not None
         ]
         if events:
             self.deliver(events)
+
+    def _decoded(self, row: asyncpg.Record) -> Any:
+        """The row's event; None (logged) for a row this process cannot read (a newer version's event kind)."""
+        try:
+            return self.mapper.decode_state(row["state"], row["topic"], row["originator_version"])
+        except Exception:  # one unreadable row must not stop the tail for every other run
+            log.exception("the live tail skips notification %d: its event cannot be decoded", row["notification_id"])
+            return None
 
     async def _reconnect(self) -> None:
         """Replace the connection, trying until it works (capped backoff); then read on from the cursor."""

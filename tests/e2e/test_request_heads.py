@@ -76,6 +76,21 @@ async def test_a_head_over_a_limit_is_refused_in_the_envelope_and_its_connection
     assert f"refused: {status} {code}" in server_log.text and no_warning_or_error(server_log)
 
 
+MALFORMED = {
+    "a control character in a header value": head(lines=(b"Last-Event-ID: 1\x01",)),
+    "a space in a header name": head(lines=(b"Bad Name: 1",)),
+    "a length that is no number": head(lines=(b"Content-Length: ten",)),
+}
+
+
+@pytest.mark.parametrize("case", MALFORMED)
+async def test_a_malformed_request_is_refused_in_the_envelope_and_its_connection_closed(heads_server, case):
+    got = await talk(heads_server.settings.port, MALFORMED[case])
+    [answer] = got.answers
+    assert (answer.status, answer.json()["code"]) == (400, "VALIDATION_FAILED")
+    assert "not valid HTTP" in answer.json()["message"] and got.closed
+
+
 AT_THE_LIMITS = {
     "head": head_of_size(LIMITS.max_head_bytes),
     "header lines": head(lines=tuple(b"X-%d: 1" % i for i in range(LIMITS.max_headers - 1))),

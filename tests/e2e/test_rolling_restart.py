@@ -26,6 +26,7 @@ from engine.store import EventStore, parse_database_url
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support.haproxy import Haproxy
 from tests.support.hopping_sse import Hopper
+from tests.support.private_cluster import PrivateCluster, private_postgres
 from tests.support.process import ServerProcess
 from tests.support.replicas import replicas, runs_active, start_run, stream_path
 from tests.support.sse import read_stream
@@ -130,6 +131,16 @@ def played_once(events: list[ev.RunEvent]) -> bool:
     """Every scripted visit's play is in the log once: its opening line once, and no visit said it runs again."""
     lines = [e.content for e in events if isinstance(e, ev.NodeStreamed) and e.kind == "status"]
     return all(lines.count(f"{node} began") == 1 for node in SCRIPTED) and not any(INTERRUPTED in x for x in lines)
+
+
+cluster = private_postgres
+
+
+@pytest.fixture
+def postgres(cluster: PrivateCluster) -> str:
+    """A fresh schema of the module's own cluster: three replicas hold about fifty connections, more than the shared
+    cluster (max_connections 100) can spare while the other worker's tests use it."""
+    return cluster.url(cluster.new_schema())
 
 
 async def test_three_replicas_restarted_one_after_another_end_every_run_with_exact_streams_and_no_model_call_twice(
