@@ -79,7 +79,7 @@ class StoreRetries:
         retrying = AsyncRetrying(
             retry=retry_if_exception(is_passing),
             stop=stop_before_delay(max(0.0, deadline - time.monotonic())),
-            wait=wait_exponential_jitter(initial=FIRST_BACKOFF_SECONDS, max=MAX_BACKOFF_SECONDS, jitter=FIRST_BACKOFF_SECONDS),
+            wait=wait_exponential_jitter(multiplier=FIRST_BACKOFF_SECONDS, max=MAX_BACKOFF_SECONDS, jitter=FIRST_BACKOFF_SECONDS),
             before_sleep=lambda state: self._failed(state, what),
             reraise=True,
         )

@@ -17,10 +17,10 @@ import httpx
 import pytest
 
 from engine.settings import LimitSettings
-from tests.support.pressure import GuardedServer, connect, open_fds, request_head
+from tests.support.pressure import connect, open_fds, request_head
 from tests.support.process import ServerProcess
 from tests.support.runs import new_run, open_visit
-from tests.support.server import server_settings
+from tests.support.server import RunningServer, server_settings
 
 pytestmark = pytest.mark.parametrize("store", ["sqlite"], indirect=True)
 
@@ -31,10 +31,10 @@ FD_TIMEOUT = 4.0
 
 
 @pytest.fixture
-async def timing_out(store: str, tmp_path) -> AsyncIterator[GuardedServer]:
+async def timing_out(store: str, tmp_path) -> AsyncIterator[RunningServer]:
     settings = server_settings(store, tmp_path / "data", keepalive_seconds=0.5)
     limits = LimitSettings(idle_timeout_seconds=TIMEOUT, header_timeout_seconds=TIMEOUT)
-    running = GuardedServer(dataclasses.replace(settings, limits=limits))
+    running = RunningServer(dataclasses.replace(settings, limits=limits))
     await running.start()
     yield running
     await running.stop()

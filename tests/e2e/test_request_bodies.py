@@ -19,8 +19,7 @@ from engine.settings import LimitSettings
 from tests.support.api import REPORT, log_end
 from tests.support.context_runs import linear_run
 from tests.support.heads import Exchange, exchange, trickle
-from tests.support.pressure import GuardedServer
-from tests.support.server import server_settings
+from tests.support.server import RunningServer, server_settings
 
 pytestmark = pytest.mark.parametrize("store", ["sqlite", "postgres"], indirect=True)
 
@@ -31,9 +30,9 @@ PACE = 0.25
 
 
 @pytest.fixture
-async def bodies_server(store: str, tmp_path) -> AsyncIterator[GuardedServer]:
+async def bodies_server(store: str, tmp_path) -> AsyncIterator[RunningServer]:
     settings = dataclasses.replace(server_settings(store, tmp_path / "data"), limits=LIMITS)
-    running = GuardedServer(settings)
+    running = RunningServer(settings)
     await running.start()
     await running.services.catalogue.publish(REPORT)
     yield running
@@ -54,12 +53,12 @@ TRICKLING = {
 }
 
 
-def workspaces(server: GuardedServer) -> list[str]:
+def workspaces(server: RunningServer) -> list[str]:
     root = server.settings.workspaces_dir
     return [path.name for path in root.iterdir()] if root.is_dir() else []
 
 
-async def left_nothing(server: GuardedServer) -> bool:
+async def left_nothing(server: RunningServer) -> bool:
     """True once the refused request's upload folder is gone (the app removes it when it sees the client gone)."""
     for _ in range(100):
         if not workspaces(server):

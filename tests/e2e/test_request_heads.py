@@ -25,9 +25,9 @@ from tests.support.heads import (
     send,
     target_of_size,
 )
-from tests.support.pressure import GuardedServer, rss_mib
+from tests.support.pressure import rss_mib
 from tests.support.process import ServerProcess
-from tests.support.server import server_settings
+from tests.support.server import RunningServer, server_settings
 
 pytestmark = pytest.mark.parametrize("store", ["sqlite"], indirect=True)
 
@@ -38,8 +38,8 @@ HEAD_VALUE_BYTES = 4 * 1024 * 1024
 
 
 @pytest.fixture
-async def heads_server(store: str, tmp_path) -> AsyncIterator[GuardedServer]:
-    running = GuardedServer(server_settings(store, tmp_path / "data"))
+async def heads_server(store: str, tmp_path) -> AsyncIterator[RunningServer]:
+    running = RunningServer(server_settings(store, tmp_path / "data"))
     await running.start()
     yield running
     await running.stop()

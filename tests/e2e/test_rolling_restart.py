@@ -137,16 +137,16 @@ cluster = private_postgres
 
 
 @pytest.fixture
-def postgres(cluster: PrivateCluster) -> str:
+def own_schema(cluster: PrivateCluster) -> str:
     """A fresh schema of the module's own cluster: three replicas hold about fifty connections, more than the shared
     cluster (max_connections 100) can spare while the other worker's tests use it."""
     return cluster.url(cluster.new_schema())
 
 
 async def test_three_replicas_restarted_one_after_another_end_every_run_with_exact_streams_and_no_model_call_twice(
-        postgres, tmp_path, slow_model):
+        own_schema, tmp_path, slow_model):
     env = replica_env(tmp_path, slow_model, scripted_seconds=2.5, drain_seconds=20)
-    async with replicas(postgres, tmp_path, 3, **env) as servers:
+    async with replicas(own_schema, tmp_path, 3, **env) as servers:
         balancer = await Haproxy([s.port for s in servers], tmp_path / "haproxy", check="/readyz").start()
         try:
             async with httpx.AsyncClient(base_url=balancer.base_url, headers={"X-API-Key": "test-key-all"},
@@ -169,7 +169,7 @@ async def test_three_replicas_restarted_one_after_another_end_every_run_with_exa
             await balancer.stop()
     logs = [server.log() for server in servers]
     assert statuses == {"SUCCESS": RUNS}, statuses
-    everything = {run_id: stored(postgres, run_id) for run_id in run_ids}
+    everything = {run_id: stored(own_schema, run_id) for run_id in run_ids}
     repeated = {run_id: (dict(visits(events)), dict(model_calls(events))) for run_id, events in everything.items()
                 if not visited_and_called_once(events)}
     assert not repeated, repeated
@@ -184,9 +184,9 @@ async def test_three_replicas_restarted_one_after_another_end_every_run_with_exa
 
 
 async def test_a_visit_longer_than_the_drain_window_is_handed_over_when_it_closes_and_runs_again_elsewhere(
-        postgres, tmp_path, slow_model):
+        own_schema, tmp_path, slow_model):
     env = replica_env(tmp_path, slow_model, scripted_seconds=0.2, draft_seconds=6.0, drain_seconds=2)
-    async with replicas(postgres, tmp_path, 2, **env) as servers:
+    async with replicas(own_schema, tmp_path, 2, **env) as servers:
         async with servers[0].client() as client:
             run_id = await start_run(client, FLOW)
         for _ in range(200):
@@ -205,7 +205,7 @@ async def test_a_visit_longer_than_the_drain_window_is_handed_over_when_it_close
     assert ready == 503 and healthy == 200 and state == 200
     assert rest.ended and rest.events[-1] == "workflow_complete"
     assert f"run {run_id} was still in a visit when the drain window (2 s) closed" in first.log()
-    events = stored(postgres, run_id)
+    events = stored(own_schema, run_id)
     lines = [e.content for e in events if isinstance(e, ev.NodeStreamed) and e.kind == "status"]
     assert sum(INTERRUPTED in line for line in lines) == 1 and visits(events)["draft"] == 1
 

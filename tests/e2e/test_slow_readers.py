@@ -22,9 +22,9 @@ import pytest
 
 from engine.bootstrap import Services
 from projections.sse import render_all
-from tests.support.pressure import GuardedServer, RawStream, closed_by_server, request_head, rss_mib, stuck_stream
+from tests.support.pressure import RawStream, closed_by_server, request_head, rss_mib, stuck_stream
 from tests.support.runs import finish, new_run, open_visit, stream_steps
-from tests.support.server import server_settings
+from tests.support.server import RunningServer, server_settings
 
 EVENTS = 50_000
 STUCK = 10
@@ -104,10 +104,10 @@ async def healthz_worst(client: httpx.AsyncClient, stop: asyncio.Event) -> float
 
 
 @pytest.fixture
-async def guarded(store: str, tmp_path) -> AsyncIterator[GuardedServer]:
+async def guarded(store: str, tmp_path) -> AsyncIterator[RunningServer]:
     settings = server_settings(store, tmp_path / "data", keepalive_seconds=1.0, hot_buffer_messages=5000,
                                stuck_seconds=STUCK_SECONDS)
-    running = GuardedServer(settings)
+    running = RunningServer(settings)
     await running.start()
     yield running
     await running.stop()
@@ -190,7 +190,7 @@ async def test_stuck_and_slow_readers_of_a_long_fast_run_cost_bounded_memory_and
 async def test_a_stream_ends_at_max_stream_seconds_even_when_its_client_reads_nothing(store, tmp_path):
     settings = server_settings(store, tmp_path / "data", keepalive_seconds=0.5, max_stream_seconds=2.0,
                                stuck_seconds=60.0)
-    server = GuardedServer(settings)
+    server = RunningServer(settings)
     await server.start()
     try:
         services = server.services

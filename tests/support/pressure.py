@@ -12,21 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-import uvicorn
-
-from api.protocol import connection_options
-from engine.settings import Settings
-from tests.support.server import RunningServer
-
-
-class GuardedServer(RunningServer):
-    """A test server run as `flowtrail serve` runs it: the guarded protocol and its timeouts (api.protocol)."""
-
-    def __init__(self, settings: Settings) -> None:
-        super().__init__(settings)
-        config = uvicorn.Config(self.app, host=settings.host, port=settings.port, log_level="warning", lifespan="on",
-                                timeout_graceful_shutdown=2, **connection_options(settings))
-        self.server = uvicorn.Server(config)
 
 
 def request_head(path: str, key: str = "test-key-all", *, last_event_id: int | None = None) -> bytes:

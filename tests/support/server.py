@@ -12,6 +12,7 @@ import httpx
 import uvicorn
 
 from api.app import create_app
+from api.protocol import connection_options
 from api.sse import encode_frame
 from engine.access import ApiKey
 from engine.bootstrap import Services, build_services
@@ -45,14 +46,15 @@ def server_settings(url: str, data_dir: Path, *, load_demos: bool = False, **str
 
 
 class RunningServer:
-    """A started server, its services (for driving runs) and its base URL."""
+    """A started server, its services (for driving runs) and its base URL; it serves as `flowtrail serve` does, with
+    the guarded protocol and its limits and timeouts (api.protocol)."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.services: Services = build_services(settings, encode_frame=encode_frame)
         self.app = create_app(self.services)
         config = uvicorn.Config(self.app, host=settings.host, port=settings.port, log_level="warning", lifespan="on",
-                                timeout_graceful_shutdown=2)
+                                timeout_graceful_shutdown=2, **connection_options(settings))
         self.server = uvicorn.Server(config)
         self._task: asyncio.Task[None] | None = None
 
