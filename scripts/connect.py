@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 from uuid import UUID
 
-from client import DEFAULT_URL, ApiError, ClientError, FlowtrailClient
 from engine.config import read_field, read_section, setting, variables
 from engine.settings import Settings, configured_keys
+from flowtrail_client import DEFAULT_URL, ApiError, ClientError, FlowtrailClient
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import asyncio
 import json
 from typing import Any
 
-from client import CreatedRun, FlowtrailClient, ServiceUnavailable
+from flowtrail_client import CreatedRun, FlowtrailClient, ServiceUnavailable
 from scripts.connect import CommandSettings, command_key, connect, reported
 
 TOPICS = {"demo-report": "event sourcing for agent workflows"}

@@ -13,9 +13,9 @@ import httpx
 import msgspec
 from httpx_sse import aconnect_sse
 
-from client.errors import ApiError, ServiceUnavailable
-from client.stream import Reconnection, resuming
-from client.types import (
+from flowtrail_client.errors import ApiError, ServiceUnavailable
+from flowtrail_client.stream import Reconnection, resuming
+from flowtrail_client.types import (
     AuditView,
     CancelResult,
     CreatedRun,
