@@ -67,7 +67,7 @@ class StreamPrinter:
         if text.strip():
             print(f"{first:>5} [{node}] thinking: {' '.join(text.split())}", flush=True)
 
-    def end_line(self) -> None:
+    def finish(self) -> None:
         """Print every visit's unfinished thinking."""
         for visit in list(self.thinking):
             self.flush(visit)
@@ -107,7 +107,7 @@ async def run_demo(client: FlowtrailClient, workflow: str) -> int:
     async for message in client.stream(run):
         printer.show(str(message.id), message.event, message.data)
         await answer_if_asked(client, run, message.data)
-    printer.end_line()
+    printer.finish()
     result = await client.get(run)
     print(f"run {result.run_id} finished {result.status}; result: GET {run.links.result}")
     return 0 if result.status == "SUCCESS" else 1

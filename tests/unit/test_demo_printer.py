@@ -15,7 +15,7 @@ def printed(capsys: pytest.CaptureFixture[str], messages: list[tuple[str, dict]]
     printer = StreamPrinter()
     for position, (event, data) in enumerate(messages, start=1):
         printer.show(str(position), event, data)
-    printer.end_line()
+    printer.finish()
     return capsys.readouterr().out.splitlines()
 
 
