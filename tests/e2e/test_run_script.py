@@ -49,6 +49,8 @@ async def test_run_prints_the_demo_alone_ends_with_the_urls_and_stops_gracefully
     assert lines[0] == f"flowtrail started (its log: {log}); a demo run:"
     assert [line for line in lines if LOG_RECORD.match(line)] == []
     assert any(line.endswith("[report] SUCCESS") for line in lines)
+    thinking = [line.split(" thinking: ")[1] for line in lines if " thinking: " in line]
+    assert len(thinking) >= 6 and all(text.endswith((".", "?")) and " " in text for text in thinking), thinking
     assert [line for line in lines if " finished " in line][0].split(" finished ")[1].startswith("SUCCESS")
     assert lines[-5:] == [
         f"flowtrail is serving on {base}", f"  run viewer: {base}/ui/",
