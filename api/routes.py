@@ -14,7 +14,7 @@ from api.listing import RunListController
 from api.runs import RunController
 from api.schemas_route import workflow_schema
 from api.streams import RunStreamController
-from api.ui import ui_router
+from api.ui import to_the_viewer, ui_router
 from api.workflows import WorkflowController
 
 CONTROLLERS: list[ControllerRouterHandler] = [
@@ -31,4 +31,5 @@ CONTROLLERS: list[ControllerRouterHandler] = [
     ClarifyController,
     ContextQueryController,
     ui_router(),
+    to_the_viewer,
 ]

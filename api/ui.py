@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from litestar import Request, Response
+from litestar import Request, Response, get
 from litestar.exceptions import NotFoundException
-from litestar.response import File
+from litestar.response import File, Redirect
 from litestar.router import Router
 from litestar.static_files import create_static_files_router
 
@@ -62,3 +62,9 @@ def ui_router() -> Router:
         after_request=with_security_headers,
         tags=["ui"],
     )
+
+
+@get("/", include_in_schema=False, sync_to_thread=False)
+def to_the_viewer() -> Redirect:
+    """`/` leads to the run viewer."""
+    return Redirect(path=f"{UI_PATH}/")

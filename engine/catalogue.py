@@ -73,6 +73,15 @@ def check_files(paths: Iterable[Path], model_ids: Collection[str] | None = None)
     return files
 
 
+def definitions_in(directory: Path) -> list[Path]:
+    """The *.json files of a directory, in name order; a missing or empty directory is one log line."""
+    paths = sorted(directory.glob("*.json")) if directory.is_dir() else []
+    if not paths:
+        state = "holds no *.json definition" if directory.is_dir() else "is missing"
+        log.error("workflow directory %s %s: none of its workflows is published", directory, state)
+    return paths
+
+
 class Catalogue:
     """Every published version of every workflow, kept in memory, the log behind it.
 
@@ -121,8 +130,9 @@ class Catalogue:
 
     async def publish_directories(self, directories: Iterable[Path]) -> list[WorkflowEntry]:
         """Publish every *.json definition of the directories, in name order; a file with any problem
-        (unreadable, not JSON, unsound, a name another file uses) is skipped with one log line."""
-        paths = [path for directory in directories for path in sorted(directory.glob("*.json"))]
+        (unreadable, not JSON, unsound, a name another file uses) is skipped with one log line, and so is a
+        directory that is missing or holds no definition (an installation without its data files)."""
+        paths = [path for directory in directories for path in definitions_in(directory)]
         published = []
         for file in check_files(paths, self.model_ids):
             if file.problems or file.definition is None:

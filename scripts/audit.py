@@ -13,9 +13,9 @@ from typing import Any
 
 import msgspec
 
-from client import FlowtrailClient, RunHandle
 from domain.chain_check import check_lines
 from domain.events import AnyRunEvent, RunEvent
+from flowtrail_client import FlowtrailClient, RunHandle
 from projections.audit import diff, rebuild
 from scripts.connect import CommandSettings, api_key, connect, reported, served_key
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -12,7 +13,7 @@ from importlib.metadata import version
 from engine.catalogue import DEMO_DIR
 from engine.config import SettingsError
 from engine.store import StoreUnreachable
-from scripts.connect import add_connection_options, run_id
+from scripts.connect import add_connection_options, os_error, run_id
 from scripts.runs import add_runs_commands
 
 SETTINGS_REFERENCE = (
@@ -33,12 +34,21 @@ def demo_workflows() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; a bad setting or an unreachable store is one line on stderr and exit status 2."""
+    """Run the command line; a bad setting or an unreachable store is one line on stderr and exit status 2, a file
+    that cannot be read or written one line and 1, Ctrl-C 130, a closed standard output (`| head`) nothing."""
     try:
         return run_command(argv)
     except (SettingsError, StoreUnreachable) as error:
         print(error, file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except OSError as error:
+        print(f"error: {os_error(error)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
 
 
 def run_command(argv: Sequence[str] | None = None) -> int:

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 from uuid import UUID
 
-from client import DEFAULT_URL, ApiError, ClientError, FlowtrailClient
 from engine.config import read_field, read_section, setting, variables
 from engine.settings import Settings, configured_keys
+from flowtrail_client import DEFAULT_URL, ApiError, ClientError, FlowtrailClient
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,8 @@ class CommandSettings:
         return read_section(cls, os.environ if environ is None else environ)
 
 
+CONNECT_SECONDS = 3.0
+"""A command that cannot connect to the service within this says so (naming the URL) and exits 1."""
 COMMAND_VARIABLES = frozenset(v.name for v in variables(CommandSettings))
 """The variables the client commands read: `flowtrail serve` accepts them beside its own."""
 
@@ -95,7 +97,7 @@ def connect(url: str | None, key: str | None) -> FlowtrailClient:
     """A client of the service at `url` under `key` (both resolved as above); exits when there is no key."""
     if not key:
         raise SystemExit("error: no API key: pass --key or set FLOWTRAIL_API_KEY")
-    return FlowtrailClient(service_url(url), key)
+    return FlowtrailClient(service_url(url), key, connect_timeout=CONNECT_SECONDS)
 
 
 def reported(work: Callable[[], Coroutine[Any, Any, int]]) -> int:
@@ -106,7 +108,17 @@ def reported(work: Callable[[], Coroutine[Any, Any, int]]) -> int:
         print(f"error: {refused.code}: {refused.message}", file=sys.stderr)
     except ClientError as failed:
         print(f"error: {failed}", file=sys.stderr)
+    except BrokenPipeError:
+        raise
+    except OSError as failed:
+        print(f"error: {os_error(failed)}", file=sys.stderr)
     return 1
+
+
+def os_error(error: OSError) -> str:
+    """A file or system error in a line: the file it names and what went wrong, no traceback."""
+    named = f"{error.filename}: " if error.filename else ""
+    return f"{named}{error.strerror or error}"
 
 
 def server_settings() -> Settings:

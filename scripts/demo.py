@@ -6,10 +6,12 @@ import asyncio
 import json
 from typing import Any
 
-from client import CreatedRun, FlowtrailClient, ServiceUnavailable
+from flowtrail_client import CreatedRun, FlowtrailClient, ServiceUnavailable
 from scripts.connect import CommandSettings, command_key, connect, reported
 
 TOPICS = {"demo-report": "event sourcing for agent workflows"}
+WAIT_SECONDS = 5.0
+"""How long `flowtrail demo` waits for a service that does not answer yet."""
 
 
 def _line(event: str, data: dict[str, Any]) -> str | None:
@@ -32,42 +34,57 @@ def _line(event: str, data: dict[str, Any]) -> str | None:
     return f"{event}: {data.get('error')}"
 
 
+SENTENCE_ENDS = (".", "!", "?", "\n")
+
+
 class StreamPrinter:
-    """Prints one line per message, except thinking, which flows on as running text."""
+    """Prints one line per message; thinking is gathered per visit and printed a sentence at a time, so the
+    thinking of visits that run in parallel never breaks into each other's lines."""
 
     def __init__(self) -> None:
-        self.thinking_visit: str | None = None
+        self.thinking: dict[str, tuple[str, str, str]] = {}
+        """Unprinted thinking by visit: (the SSE id of its first piece, the node, the text)."""
 
     def show(self, sse_id: str, event: str, data: dict[str, Any]) -> None:
-        """Print one message."""
+        """Print one message (or keep a piece of thinking until its sentence ends)."""
+        visit = str(data.get("visitUuid") or (data.get("visit") or {}).get("visitUuid") or "")
         if event == "node_stream" and data.get("kind") == "thinking":
-            if self.thinking_visit != data["visitUuid"]:
-                self.end_line()
-                print(f"{sse_id:>5} [{data['nodeId']}] thinking: ", end="")
-                self.thinking_visit = data["visitUuid"]
-            print(data["content"], end="", flush=True)
+            first, node, text = self.thinking.get(visit, (sse_id, str(data["nodeId"]), ""))
+            text += str(data["content"])
+            self.thinking[visit] = (first, node, text)
+            if text.rstrip(" ").endswith(SENTENCE_ENDS):
+                self.flush(visit)
             return
+        for unfinished in [visit] if visit else list(self.thinking):
+            self.flush(unfinished)
         line = _line(event, data)
         if line:
-            self.end_line()
             print(f"{sse_id:>5} {line}", flush=True)
 
-    def end_line(self) -> None:
-        """Finish a running line of thinking."""
-        if self.thinking_visit is not None:
-            print()
-            self.thinking_visit = None
+    def flush(self, visit: str) -> None:
+        """Print a visit's thinking gathered so far as one line."""
+        first, node, text = self.thinking.pop(visit, ("", "", ""))
+        if text.strip():
+            print(f"{first:>5} [{node}] thinking: {' '.join(text.split())}", flush=True)
+
+    def finish(self) -> None:
+        """Print every visit's unfinished thinking."""
+        for visit in list(self.thinking):
+            self.flush(visit)
 
 
-async def wait_until_up(client: FlowtrailClient) -> None:
-    """Wait for the service to answer (it may be starting beside this command)."""
-    for _ in range(300):
+async def wait_until_up(client: FlowtrailClient, seconds: float) -> None:
+    """Wait up to `seconds` for the service to answer (it may be starting beside this command)."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    while True:
         try:
             await client.health()
             return
-        except ServiceUnavailable:
-            await asyncio.sleep(0.1)
-    raise SystemExit("error: the service did not answer within 30 s")
+        except ServiceUnavailable as away:
+            if asyncio.get_running_loop().time() >= deadline:
+                raise ServiceUnavailable(f"{away} (waited {seconds:g} s; is `flowtrail serve` running there? "
+                                         "--url or FLOWTRAIL_URL names another)") from None
+            await asyncio.sleep(0.2)
 
 
 async def answer_if_asked(client: FlowtrailClient, run: CreatedRun, data: dict[str, Any]) -> None:
@@ -82,7 +99,7 @@ async def answer_if_asked(client: FlowtrailClient, run: CreatedRun, data: dict[s
 
 async def run_demo(client: FlowtrailClient, workflow: str) -> int:
     """Create, start and follow one run; returns 0 when it succeeded."""
-    await wait_until_up(client)
+    await wait_until_up(client, WAIT_SECONDS)
     run = await client.create(workflow, {"topic": TOPICS.get(workflow, "flowtrail")})
     print(f"run {run.run_id} of {run.workflow_name} created; watch it: GET {run.links.stream}")
     await client.start(run)
@@ -90,7 +107,7 @@ async def run_demo(client: FlowtrailClient, workflow: str) -> int:
     async for message in client.stream(run):
         printer.show(str(message.id), message.event, message.data)
         await answer_if_asked(client, run, message.data)
-    printer.end_line()
+    printer.finish()
     result = await client.get(run)
     print(f"run {result.run_id} finished {result.status}; result: GET {run.links.result}")
     return 0 if result.status == "SUCCESS" else 1

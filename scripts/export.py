@@ -6,7 +6,7 @@ import sys
 from contextlib import aclosing
 from typing import BinaryIO
 
-from client import FlowtrailClient
+from flowtrail_client import FlowtrailClient
 from scripts.connect import command_key, connect, reported
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from client import FlowtrailClient, ForkedRun
+from flowtrail_client import FlowtrailClient, ForkedRun
 from scripts.connect import run_id
 
 ActionFactory = Callable[..., argparse.ArgumentParser]

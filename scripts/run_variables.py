@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from client import WorkflowInputView, WorkflowView
+from flowtrail_client import WorkflowInputView, WorkflowView
 
 JSON_TYPES = {"array": list, "object": dict}
 

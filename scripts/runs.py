@@ -15,8 +15,8 @@ from typing import Any, TextIO
 
 import msgspec
 
-from client import TERMINAL_STATUSES, FlowtrailClient, RunPage, RunView, StreamEvent
 from domain.failures import FAILURE_CODES
+from flowtrail_client import TERMINAL_STATUSES, FlowtrailClient, RunPage, RunView, StreamEvent
 from scripts.connect import add_connection_options, command_key, connect, reported, run_id
 from scripts.forks import add_fork_commands
 from scripts.run_variables import VariablesRefused, read_files, run_variables

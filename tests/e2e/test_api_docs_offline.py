@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from tests.support.process import ServerProcess
 from tests.support.server import RunningServer, server_settings
 
 CHROMIUM = "/usr/bin/chromium"
@@ -44,7 +45,7 @@ async def docs_server(tmp_path: Path) -> AsyncIterator[RunningServer]:
     await running.stop()
 
 
-async def render_offline(server: RunningServer, path: str, ready: str, selectors: dict[str, str],
+async def render_offline(server: RunningServer | ServerProcess, path: str, ready: str, selectors: dict[str, str],
                          screenshot: Path) -> tuple[list[str], dict[str, int]]:
     """Load `path` in Chromium refusing every host but the server's, wait for `ready`, count each selector's
     matches; (the URLs refused, the counts by name)."""

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from client import FlowtrailClient
+from flowtrail_client import FlowtrailClient
 from tests.support.process import ROOT
 from tests.support.runs import run_with_steps
 

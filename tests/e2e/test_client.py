@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from client import ApiError, FlowtrailClient, ServiceUnavailable
+from flowtrail_client import ApiError, FlowtrailClient, ServiceUnavailable
 
 pytestmark = pytest.mark.store
 

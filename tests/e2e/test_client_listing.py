@@ -8,7 +8,7 @@ import httpx
 import msgspec
 import pytest
 
-from client import FlowtrailClient, RunListItem
+from flowtrail_client import FlowtrailClient, RunListItem
 from tests.e2e.test_runs_cli import flowtrail
 from tests.integration.test_client_schema import wire_names
 from tests.support.runs import OTHER_FLOW, new_run, run_with_steps

@@ -11,7 +11,7 @@ import asyncio
 
 import pytest
 
-from client import FlowtrailClient, Reconnection, RunHandle
+from flowtrail_client import FlowtrailClient, Reconnection, RunHandle
 from tests.fakes.cutting_proxy import CuttingProxy
 from tests.support.runs import appending, new_run, open_visit, run_with_steps
 from tests.support.sse import read_stream

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from httpx_sse import aconnect_sse
 
-from client import FlowtrailClient
+from flowtrail_client import FlowtrailClient
 from tests.support.sse import Received, read_stream
 
 

@@ -16,10 +16,10 @@ import msgspec
 import pytest
 from httpx_sse import aconnect_sse
 
-from client import FlowtrailClient
 from domain import events as ev
 from domain.run import RunStatus
 from engine.llm.config import ModelConfig
+from flowtrail_client import FlowtrailClient
 from scripts.audit import audit
 from tests.support.engine_runs import edge, engine_settings, node, wait_until, workflow
 from tests.support.server import RunningServer

@@ -11,8 +11,8 @@ from uuid import UUID
 
 import pytest
 
-from client import FlowtrailClient
 from domain.run import RunStatus
+from flowtrail_client import FlowtrailClient
 from tests.support.engine_runs import wait_until
 from tests.support.process import ROOT
 

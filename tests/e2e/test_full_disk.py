@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from client import FlowtrailClient
+from flowtrail_client import FlowtrailClient
 from scripts.audit import audit
 from tests.support.process import ServerProcess
 from tests.support.sse import read_stream

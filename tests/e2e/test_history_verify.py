@@ -17,7 +17,7 @@ from uuid import UUID
 
 import pytest
 
-from client import FlowtrailClient
+from flowtrail_client import FlowtrailClient
 from tests.support.api import DEMO_KEY
 from tests.support.process import ROOT
 from tests.support.runs import run_with_steps

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from client import FlowtrailClient
+from flowtrail_client import FlowtrailClient
 from scripts.audit import audit
 from tests.support.killable import RECOVERING, KillableServer
 from tests.support.resuming_sse import ResumingReader

@@ -19,12 +19,12 @@ import httpx
 import pytest
 from httpx_sse import aconnect_sse
 
-from client import FlowtrailClient
 from domain import events as ev
 from domain import run as decide
 from domain.run import fold
 from engine.clock import utcnow
 from engine.store import EventStore, parse_database_url
+from flowtrail_client import FlowtrailClient
 from scripts.audit import audit
 from tests.support.haproxy import Haproxy
 from tests.support.process import ROOT, ServerProcess

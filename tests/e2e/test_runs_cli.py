@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from client import FlowtrailClient
+from flowtrail_client import FlowtrailClient
 from tests.support.process import ROOT
 
 pytestmark = pytest.mark.store

@@ -13,7 +13,7 @@ import time
 
 import httpx
 
-from client import FlowtrailClient
+from flowtrail_client import FlowtrailClient
 from scripts.audit import audit
 from tests.support.private_cluster import PrivateCluster, private_postgres
 from tests.support.process import ServerProcess

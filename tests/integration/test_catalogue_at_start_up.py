@@ -105,3 +105,13 @@ async def test_publishing_refuses_models_that_are_not_configured_and_documents_t
             await services.catalogue.publish([asks])
         with pytest.raises(WorkflowNotFound):
             services.catalogue.find("asks")
+
+
+async def test_a_missing_demo_directory_is_one_error_line_naming_it(store, tmp_path, caplog, monkeypatch):
+    missing = tmp_path / "no-demos"
+    monkeypatch.setattr("engine.bootstrap.DEMO_DIR", missing)
+    caplog.set_level(logging.ERROR, "flowtrail.catalogue")
+    async with running(engine_settings(store, tmp_path / "data", load_demos=True)) as services:
+        assert services.catalogue.all() == []
+    lines = [r.getMessage() for r in caplog.records if r.name == "flowtrail.catalogue"]
+    assert lines == [f"workflow directory {missing} is missing: none of its workflows is published"]

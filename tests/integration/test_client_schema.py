@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from client import types as answers
+from flowtrail_client import types as answers
 from tests.integration.test_api_openapi import openapi_document
 
 CHECKED = (

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import subprocess
-import sys
 
 import httpx
 
-from tests.support.process import ROOT, ServerProcess
+from tests.support.process import ServerProcess
 
 RECOVERING = "recovering run"
 """What the log says when start-up takes over a run the last process was executing (engine/execution/recovery.py);
@@ -18,14 +16,6 @@ a test that kills the process "during recovery" waits for it."""
 
 class KillableServer(ServerProcess):
     """`flowtrail serve` that can be launched without waiting, killed with SIGKILL and watched in its log."""
-
-    def launch(self) -> None:
-        """Start the process and return at once (see `ready`)."""
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "scripts.cli", "serve"], cwd=ROOT, env=self.env,
-                stdout=subprocess.DEVNULL, stderr=log,
-            )
 
     async def ready(self, timeout: float = 20.0) -> None:
         """Wait until /healthz answers 200 (the process dying first is an error)."""

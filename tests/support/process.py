@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import httpx
@@ -15,12 +15,16 @@ import httpx
 from tests.support.server import KEYS, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
+SERVE = (sys.executable, "-m", "scripts.cli", "serve")
+"""`flowtrail serve` from the working tree."""
 
 
 class ServerProcess:
     """`flowtrail serve` in a subprocess on a loopback port; its stderr (the log) goes to `log_path`."""
 
-    def __init__(self, database_url: str, data_dir: Path, **env: str) -> None:
+    def __init__(self, database_url: str, data_dir: Path, *, command: Sequence[str] = SERVE, cwd: str | Path = ROOT,
+                 **env: str) -> None:
+        self.command, self.cwd = list(command), cwd
         self.port = free_port()
         self.log_path = data_dir.parent / f"{data_dir.name}-server-{self.port}.log"
         keys = [{"key": k.key, "id": k.id, "workflowNames": list(k.workflow_names)} for k in KEYS]
@@ -41,14 +45,15 @@ class ServerProcess:
         """http://127.0.0.1:PORT"""
         return f"http://127.0.0.1:{self.port}"
 
+    def launch(self) -> subprocess.Popen[bytes]:
+        """Start the process and return at once."""
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(self.command, cwd=self.cwd, env=self.env, stdout=subprocess.DEVNULL, stderr=log)
+        return self.process
+
     async def start(self) -> ServerProcess:
         """Start and wait until /healthz answers."""
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "scripts.cli", "serve"], cwd=ROOT, env=self.env,
-                stdout=subprocess.DEVNULL, stderr=log,
-            )
-        await healthy(self.base_url, self.process, lambda: f"server exited: {self.log()[-2000:]}", seconds=15)
+        await healthy(self.base_url, self.launch(), lambda: f"server exited: {self.log()[-2000:]}", seconds=15)
         return self
 
     def log(self) -> str:

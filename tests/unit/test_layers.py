@@ -15,7 +15,10 @@ from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-LAYERS = ("domain", "projections", "engine", "api", "scripts", "client")
+CLIENT = "flowtrail_client"
+CLIENT_HOME = ROOT / "clients" / "python"
+"""The client is a distribution of its own (clients/python); its package is a layer like the others."""
+LAYERS = ("domain", "projections", "engine", "api", "scripts", CLIENT)
 COMPOSITION_ROOT = "engine.bootstrap"
 
 @dataclass(frozen=True)
@@ -33,14 +36,19 @@ class Import:
 
 def module_name(path: Path) -> str:
     """The dotted name of one of our files."""
-    parts = path.relative_to(ROOT).with_suffix("").parts
+    parts = path.relative_to(CLIENT_HOME if path.is_relative_to(CLIENT_HOME) else ROOT).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def home_of(layer: str) -> Path:
+    """The directory of a layer's package."""
+    return (CLIENT_HOME if layer == CLIENT else ROOT) / layer
 
 
 @cache
 def our_modules() -> dict[str, Path]:
     """Every module of the layers, by dotted name."""
-    paths = sorted(path for layer in LAYERS for path in (ROOT / layer).rglob("*.py"))
+    paths = sorted(path for layer in LAYERS for path in home_of(layer).rglob("*.py"))
     return {module_name(path): path for path in paths}
 
 
@@ -161,18 +169,23 @@ ENGINE_KEEPS_ITS_FLOORS = Rule(
     "an engine module imports engine modules only on its own floor or below", ("engine",), imports_upstairs,
 )
 CLIENT_STANDS_ALONE = Rule(
-    "the client imports nothing of ours but the client (it speaks HTTP only)", ("client",),
-    lambda found: ours(found) and not within(found.target, "client"),
+    "the client imports nothing of ours but the client (it speaks HTTP only)", (CLIENT,),
+    lambda found: ours(found) and not within(found.target, CLIENT),
+)
+CLIENT_NEEDS_ONLY_ITS_THREE_LIBRARIES = Rule(
+    "the client imports nothing outside the standard library but httpx, httpx-sse and msgspec", (CLIENT,),
+    lambda found: not ours(found) and top(found.target) not in sys.stdlib_module_names
+    and top(found.target) not in {"httpx", "httpx_sse", "msgspec"},
 )
 ONLY_THE_SCRIPTS_USE_THE_CLIENT = Rule(
     "nothing of the service but the scripts imports the client", LAYERS,
-    lambda found: within(found.target, "client") and not within(found.importer, "client", "scripts"),
+    lambda found: within(found.target, CLIENT) and not within(found.importer, CLIENT, "scripts"),
 )
 RULES = (
     DOMAIN_KEEPS_TO_ITSELF, DOMAIN_USES_ONLY_MSGSPEC, PROJECTIONS_KEEP_TO_THE_DOMAIN, PROJECTIONS_USE_ONLY_MSGSPEC,
     ENGINE_WITHOUT_LITESTAR, API_AT_THE_TOP, COMPOSITION_ROOT_AT_THE_TOP, EXECUTION_BEHIND_ITS_PORTS,
     ENGINE_KEEPS_ITS_FLOORS,
-    CLIENT_STANDS_ALONE, ONLY_THE_SCRIPTS_USE_THE_CLIENT,
+    CLIENT_STANDS_ALONE, CLIENT_NEEDS_ONLY_ITS_THREE_LIBRARIES, ONLY_THE_SCRIPTS_USE_THE_CLIENT,
 )
 
 
@@ -231,6 +244,10 @@ def test_a_package_stands_on_one_floor_only():
 
 def test_the_client_imports_nothing_of_the_service():
     assert_kept(CLIENT_STANDS_ALONE)
+
+
+def test_the_client_needs_only_httpx_httpx_sse_and_msgspec():
+    assert_kept(CLIENT_NEEDS_ONLY_ITS_THREE_LIBRARIES)
 
 
 def test_only_the_scripts_use_the_client():

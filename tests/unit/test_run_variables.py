@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from client import WorkflowInputView, WorkflowView
+from flowtrail_client import WorkflowInputView, WorkflowView
 from scripts.run_variables import VariablesRefused, run_variables
 
 

@@ -13,9 +13,9 @@ import httpx
 import msgspec
 from httpx_sse import aconnect_sse
 
-from client.errors import ApiError, ServiceUnavailable
-from client.stream import Reconnection, resuming
-from client.types import (
+from flowtrail_client.errors import ApiError, ServiceUnavailable
+from flowtrail_client.stream import Reconnection, resuming
+from flowtrail_client.types import (
     AuditView,
     CancelResult,
     CreatedRun,
@@ -113,13 +113,16 @@ class FlowtrailClient:
 
     def __init__(
         self, base_url: str = DEFAULT_URL, key: str = "", *, timeout: float = 30.0,
-        stream_read_timeout: float = 95.0, reconnection: Reconnection = Reconnection(),
-        transport: httpx.AsyncBaseTransport | None = None,
+        stream_read_timeout: float = 95.0, connect_timeout: float | None = None,
+        reconnection: Reconnection = Reconnection(), transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        connect = timeout if connect_timeout is None else connect_timeout
+        self.base_url = base_url.rstrip("/")
         self.http = httpx.AsyncClient(
-            base_url=base_url.rstrip("/"), headers={"X-API-Key": key}, timeout=timeout, transport=transport,
+            base_url=self.base_url, headers={"X-API-Key": key}, timeout=httpx.Timeout(timeout, connect=connect),
+            transport=transport,
         )
-        self.stream_timeout = httpx.Timeout(timeout, read=stream_read_timeout)
+        self.stream_timeout = httpx.Timeout(timeout, read=stream_read_timeout, connect=connect)
         self.reconnection = reconnection
         self._workflows: dict[str, str] = {}
 
@@ -141,7 +144,7 @@ class FlowtrailClient:
         return answer_of(response, answer)
 
     def _unreachable(self, exc: httpx.TransportError) -> ServiceUnavailable:
-        return ServiceUnavailable(f"cannot reach {self.http.base_url}: {exc!r}")
+        return ServiceUnavailable(f"cannot reach the service at {self.base_url}: {exc or type(exc).__name__}")
 
     async def health(self) -> dict[str, Any]:
         """The service's liveness answer (`status`, `store`)."""

@@ -1,9 +1,9 @@
-"""A typed Python client of flowtrail's HTTP API (httpx and msgspec; no code of the service itself)."""
+"""A typed Python client of flowtrail's HTTP API (httpx, httpx-sse and msgspec; no code of the service itself)."""
 
-from client.api import DEFAULT_URL, FlowtrailClient, NamedRun, RunHandle, RunRef
-from client.errors import ApiError, ClientError, ServiceUnavailable
-from client.stream import Reconnection
-from client.types import (
+from flowtrail_client.api import DEFAULT_URL, FlowtrailClient, NamedRun, RunHandle, RunRef
+from flowtrail_client.errors import ApiError, ClientError, ServiceUnavailable
+from flowtrail_client.stream import Reconnection
+from flowtrail_client.types import (
     TERMINAL_EVENTS,
     TERMINAL_STATUSES,
     AuditView,

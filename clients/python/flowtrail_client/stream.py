@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import httpx
 from httpx_sse import SSEError
 
-from client.errors import ServiceUnavailable
-from client.types import StreamEvent
+from flowtrail_client.errors import ServiceUnavailable
+from flowtrail_client.types import StreamEvent
 
 DISCONNECTS: tuple[type[Exception], ...] = (httpx.TransportError, SSEError, ServiceUnavailable)
 """What ends a connection without ending the run: the stream is resumed after these."""
