@@ -42,7 +42,7 @@ def one_idempotency_event() -> Any:
 
 def one_of_each_webhook_event() -> list[Any]:
     """An attempt that got no answer and an abandonment, every field filled."""
-    delivery = {"originator_id": RUN_ID, "timestamp": T0, "webhook_id": "msg_1", "url": "https://h.example/x",
+    delivery: dict[str, Any] = {"originator_id": RUN_ID, "timestamp": T0, "webhook_id": "msg_1", "url": "https://h.example/x",
                 "trigger": "run.failed", "trigger_position": 5}
     return [
         ev.WebhookAttempted(**delivery, originator_version=6, attempt=1, status_code=None, error="timeout",
