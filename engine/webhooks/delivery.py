@@ -130,7 +130,7 @@ class Deliverer:
         except httpx.TimeoutException:
             error = "timeout"
         except httpx.TransportError as failure:
-            error = "refused" if "refused" in str(failure).lower() else "connect"
+            error = "refused" if _was_refused(failure) else "connect"
         duration = (time.perf_counter() - began) * 1000
         WEBHOOK_ATTEMPTS.labels(_outcome(status, error)).inc()
         return Answer(status, error, duration)
@@ -190,6 +190,16 @@ def _outcome(status: int | None, error: ErrorKind | None) -> str:
     if status is None:
         return error or "connect"
     return f"{status // 100}xx"
+
+
+def _was_refused(failure: BaseException) -> bool:
+    """True when the connection was refused (somewhere in the chain of causes httpx and anyio wrap it in)."""
+    cause: BaseException | None = failure
+    while cause is not None:
+        if isinstance(cause, ConnectionRefusedError):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 async def _resolves_privately(url: str) -> bool:
