@@ -26,6 +26,7 @@ from engine.llm.config import RESERVED_MODEL_IDS, ModelConfig
 from engine.loopback import is_loopback
 from engine.store.url import parse_database_url
 from engine.webhooks.settings import WebhookSettings
+from engine.webhooks.signing import parse_secret
 
 
 @dataclass(frozen=True)
@@ -324,6 +325,8 @@ class Settings:
         _check_workflows_dir(settings.workflows_dir)
         _check_models(settings.engine)
         check_gateways(settings.engine.hermes_gateways)
+        if secret := env.get(settings.webhooks.secret_env):
+            parse_secret(settings.webhooks.secret_env, secret)
         key_variables = {m.api_key_env for m in settings.engine.models} | {
             g.api_key_env for g in settings.engine.hermes_gateways
         }

@@ -106,6 +106,8 @@ class Deliverer:
             return None
         if answer.status_code is not None and 200 <= answer.status_code < 300:
             WEBHOOK_DELIVERIES.labels("delivered").inc()
+            logger.info("run %s: webhook %s delivered to %s (attempt %d)", run_id.hex, delivery.webhook_id,
+                        shown_url(delivery.url), attempts)
             return None
         if answer.error == "address" or not is_retried(answer.status_code):
             await self._abandon(record(attempts), _refusal(answer.status_code))

@@ -26,6 +26,7 @@ from domain.webhooks import (
     webhook_id,
 )
 from engine.config import SettingsError
+from engine.settings import Settings
 from engine.webhooks.payload import webhook_body
 from engine.webhooks.signing import parse_secret, signed_headers
 from projections.sse import produces_sse_message
@@ -158,6 +159,13 @@ def test_a_secret_that_is_not_a_signing_secret_is_refused_without_being_named(va
     with pytest.raises(SettingsError) as refused:
         parse_secret("FLOWTRAIL_WEBHOOK_SECRET", value)
     assert "FLOWTRAIL_WEBHOOK_SECRET" in str(refused.value) and (value not in str(refused.value) or value == "whsec_")
+
+
+def test_a_service_with_a_malformed_secret_does_not_start_and_another_variable_may_hold_it():
+    with pytest.raises(SettingsError, match="FLOWTRAIL_WEBHOOK_SECRET"):
+        Settings.from_env({"FLOWTRAIL_WEBHOOK_SECRET": "not-a-secret"})
+    settings = Settings.from_env({"FLOWTRAIL_WEBHOOKS_SECRET_ENV": "HOOK_KEY", "HOOK_KEY": SECRET})
+    assert settings.webhooks.secret_env == "HOOK_KEY"
 
 
 def test_the_body_names_the_run_its_status_its_code_and_its_links_and_no_content():
