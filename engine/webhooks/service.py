@@ -119,9 +119,14 @@ class Webhooks:
             logger.exception("run %s: its webhooks could not be planned now; the next start plans them", run_id.hex)
 
     async def _created(self, run_id: UUID) -> ev.RunCreated:
-        first = (await self._read_events(run_id, limit=1))[0]
-        assert isinstance(first, ev.RunCreated), "a run's first event is its RunCreated"
-        return first
+        return (await self._head(run_id))[0]
+
+    async def _head(self, run_id: UUID) -> tuple[ev.RunCreated, int]:
+        """The run's RunCreated, and the last position its fork copied (0: not a fork)."""
+        head = await self._read_events(run_id, limit=2)
+        assert isinstance(head[0], ev.RunCreated), "a run's first event is its RunCreated"
+        forked = head[1] if len(head) > 1 and isinstance(head[1], ev.RunForked) else None
+        return head[0], 0 if forked is None else 2 + len(forked.copied_positions)
 
     async def _send_all(self, created: ev.RunCreated, position: int, *, settled: frozenset[str]) -> None:
         assert self.courier is not None
@@ -156,9 +161,11 @@ class Webhooks:
         resumed = 0
         for tag in TRIGGER_TAGS:
             for event in await self._read_all(tag):
-                if event.timestamp >= horizon:
-                    await self._send_all(await self._created(event.originator_id), event.originator_version,
-                                         settled=settled)
+                if event.timestamp < horizon:
+                    continue
+                created, copied = await self._head(event.originator_id)
+                if event.originator_version > copied:  # a fork's copy of its source's event triggers nothing
+                    await self._send_all(created, event.originator_version, settled=settled)
                     resumed += 1
         for attempt in begun.values():  # past the bound, never settled: their next attempt records the abandonment
             if attempt.webhook_id not in settled:
