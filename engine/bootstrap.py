@@ -156,9 +156,9 @@ class Services:
                 await sweeper
         if self.engine is not None:
             self.engine.stop_taking_runs()
-        await self.webhooks.close()
         if self.dispatch is not None:
             await self.dispatch.close()
+        await self.webhooks.close()
         if self.engine is not None:
             await self.engine.close()
         await self.tokens.close()

@@ -27,6 +27,7 @@ from domain.webhooks import (
 )
 from engine.config import SettingsError
 from engine.settings import Settings
+from engine.webhooks.delivery import _resolves_privately as resolves_privately
 from engine.webhooks.payload import webhook_body
 from engine.webhooks.signing import parse_secret, signed_headers
 from projections.sse import produces_sse_message
@@ -177,3 +178,9 @@ def test_the_body_names_the_run_its_status_its_code_and_its_links_and_no_content
     assert body["data"]["status"] == "FAILED" and body["data"]["errorCode"] == "MODEL_UNAVAILABLE"
     assert body["data"]["links"]["events"] == f"https://flow.example/api/v1/runs/{RUN_ID.hex}/events"
     assert "secret plans" not in str(body) and "down" not in str(body)
+
+
+async def test_a_host_that_resolves_to_loopback_counts_as_private_and_a_public_address_does_not():
+    assert await resolves_privately("https://localhost/x")
+    assert await resolves_privately("https://127.0.0.1/x")
+    assert not await resolves_privately("https://93.184.216.34/x")
