@@ -121,7 +121,7 @@ class Deliverer:
     async def _post(self, delivery: Delivery, body: bytes) -> Answer:
         """POST the body once, signed now; never follows a redirect."""
         began = time.perf_counter()
-        if not self.settings.allow_private and await _resolves_privately(delivery.url):
+        if not self.settings.allow_private and await resolves_privately(delivery.url):
             return Answer(None, "address", 0.0)
         headers = signed_headers(self._key, delivery.webhook_id, int(time.time()), body)
         error: ErrorKind | None = None
@@ -204,7 +204,7 @@ def _was_refused(failure: BaseException) -> bool:
     return False
 
 
-async def _resolves_privately(url: str) -> bool:
+async def resolves_privately(url: str) -> bool:
     """True when the URL's host is, or resolves to, an address that is not public (or does not resolve)."""
     host = urlsplit(url).hostname or ""
     if is_private_host(host):

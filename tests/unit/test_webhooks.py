@@ -27,7 +27,7 @@ from domain.webhooks import (
 )
 from engine.config import SettingsError
 from engine.settings import Settings
-from engine.webhooks.delivery import _resolves_privately as resolves_privately
+from engine.webhooks.delivery import resolves_privately
 from engine.webhooks.payload import webhook_body
 from engine.webhooks.signing import parse_secret, signed_headers
 from projections.sse import produces_sse_message
