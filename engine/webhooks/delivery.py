@@ -14,7 +14,7 @@ import socket
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from urllib.parse import urlsplit
 from uuid import UUID
@@ -83,6 +83,21 @@ class Deliverer:
 
     async def attempt(self, delivery: Delivery) -> float | None:
         """Make the delivery's next attempt; the seconds to wait before the one after (None: the delivery ended)."""
+        pending = await self._pending(delivery)
+        if pending is None:
+            return None
+        if utcnow() >= pending.deadline:
+            await self._abandon(pending.record, "time bound passed")
+            return None
+        body = webhook_body(self.link_base, pending.created, pending.record.trigger, pending.trigger_event)
+        answer = await self._post(delivery, body)
+        record = msgspec.structs.replace(pending.record, attempts=pending.record.attempts + 1)
+        if not await self._record_attempt(record, answer):
+            return None
+        return await self._next_wait(record, answer, pending.deadline)
+
+    async def _pending(self, delivery: Delivery) -> _Pending | None:
+        """The delivery as the run's log has it; None when it was settled, or its trigger is not in the log."""
         run_id = UUID(hex=delivery.run_id)
         events: list[ev.RunEvent] = await self._read_events(run_id)
         run = fold(events)
@@ -94,27 +109,25 @@ class Deliverer:
             logger.error("run %s: no webhook trigger at position %d; delivery %s dropped",
                          run_id.hex, delivery.trigger_position, delivery.webhook_id)
             return None
-        record = partial(_Record, delivery, shown_url(delivery.url), trigger)
         attempts = sum(1 for e in events if type(e) is ev.WebhookAttempted and e.webhook_id == delivery.webhook_id)
-        deadline = trigger_event.timestamp + timedelta(seconds=self.settings.delivery_seconds)
-        if utcnow() >= deadline:
-            await self._abandon(record(attempts), "time bound passed")
-            return None
-        answer = await self._post(delivery, webhook_body(self.link_base, created, trigger, trigger_event))
-        attempts += 1
-        if not await self._record_attempt(record(attempts), answer):
-            return None
+        return _Pending(
+            _Record(delivery, shown_url(delivery.url), trigger, attempts), created, trigger_event,
+            trigger_event.timestamp + timedelta(seconds=self.settings.delivery_seconds),
+        )
+
+    async def _next_wait(self, record: _Record, answer: Answer, deadline: datetime) -> float | None:
+        """After a recorded attempt: None when it delivered or ended the delivery, else the wait before the next."""
         if answer.status_code is not None and 200 <= answer.status_code < 300:
             WEBHOOK_DELIVERIES.labels("delivered").inc()
-            logger.info("run %s: webhook %s delivered to %s (attempt %d)", run_id.hex, delivery.webhook_id,
-                        shown_url(delivery.url), attempts)
+            logger.info("run %s: webhook %s delivered to %s (attempt %d)", record.run_id.hex,
+                        record.delivery.webhook_id, record.url, record.attempts)
             return None
         if answer.error == "address" or not is_retried(answer.status_code):
-            await self._abandon(record(attempts), _refusal(answer.status_code))
+            await self._abandon(record, _refusal(answer.status_code))
             return None
-        wait = backoff_seconds(attempts, self.settings.retry_first_seconds, self.settings.retry_max_seconds)
+        wait = backoff_seconds(record.attempts, self.settings.retry_first_seconds, self.settings.retry_max_seconds)
         if utcnow() + timedelta(seconds=wait) > deadline:
-            await self._abandon(record(attempts), "time bound passed")
+            await self._abandon(record, "time bound passed")
             return None
         return wait
 
@@ -178,6 +191,15 @@ class _Record(msgspec.Struct, frozen=True):
     @property
     def run_id(self) -> UUID:
         return UUID(hex=self.delivery.run_id)
+
+
+class _Pending(msgspec.Struct, frozen=True):
+    """An open delivery and what its next attempt needs of the run's log."""
+
+    record: _Record
+    created: ev.RunCreated
+    trigger_event: ev.RunEvent
+    deadline: datetime
 
 
 def _refusal(status_code: int | None) -> str:
