@@ -133,6 +133,7 @@ def service_dependencies(services: Services) -> dict[str, Provide]:
         "workspace": services.workspace, "context": services.context, "tokens": services.tokens,
         "store_kind": services.store.location.kind, "run_access": access,
         "read_model": services.read_model, "limits": limits, "eraser": services.eraser,
+        "webhooks": services.webhooks,
     }
     provided = {name: Provide(_constant(value), use_cache=True, sync_to_thread=False) for name, value in parts.items()}
     provided["engine"] = Provide(engine, sync_to_thread=False)

@@ -68,6 +68,7 @@ from engine.runs.erasure import RunEraser
 from engine.runs.hot import HotRun
 from engine.runs.service import RunService
 from engine.settings import Settings
+from engine.webhooks.service import Webhooks
 from engine.workspace.directory import Workspace
 from projections.visits import VisitNotFound, node_logs
 
@@ -109,11 +110,13 @@ async def remove_dir(path: Path) -> None:
     await asyncio.to_thread(shutil.rmtree, path, True)
 
 
-def new_run(entry: WorkflowEntry, body: CreateBody, caller: ApiKey) -> NewRun:
-    """The run a creation request asks for."""
+def new_run(entry: WorkflowEntry, body: CreateBody, caller: ApiKey, webhooks: Webhooks) -> NewRun:
+    """The run a creation request asks for (its webhook URL checked: InvalidWebhook)."""
+    webhook = body.request.webhook
     return NewRun.of(
         entry, variables=body.request.variables, uploaded_files=tuple(f.path for f in body.files),
         ttl_hours=body.request.ttl_hours, caller_key_id=caller.id,
+        webhook=None if webhook is None else webhooks.check_url(webhook),
     )
 
 
@@ -190,6 +193,7 @@ class RunController(Controller):
         settings: Injected[Settings],
         limits: Injected[KeyLimits],
         optional_engine: Injected[RunExecutor | None],
+        webhooks: Injected[Webhooks],
         idempotency_key: Annotated[str | None, IDEMPOTENCY_HEADER] = None,
         last_event_id: Annotated[str | None, LAST_EVENT_ID] = None,
     ) -> Envelope[CreatedRun]:
@@ -205,7 +209,7 @@ class RunController(Controller):
                 require_engine(optional_engine)
                 stream = open_stream(caller, keys, limits, request, settings.stream)
             idempotency = idempotent_request(key, caller, entry, body)
-            creation = await runs.create(new_run(entry, body, caller), run_id=run_id, idempotency=idempotency)
+            creation = await runs.create(new_run(entry, body, caller, webhooks), run_id=run_id, idempotency=idempotency)
         except BaseException:
             await remove_dir(run_dir)
             if stream is not None:

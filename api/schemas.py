@@ -37,6 +37,7 @@ from projections.payloads import (
     SsePayload,
 )
 from projections.payloads import LogEntry as LogEntry  # the node logs answer
+from projections.webhooks import WebhookView
 
 MAX_TTL_HOURS = 87_600
 """Ten years: the longest workspace retention a run may ask for."""
@@ -62,6 +63,9 @@ class CreateRunRequest(Camel, forbid_unknown_fields=True):
     variables: dict[str, Any] = {}
     run_async: bool = msgspec.field(default=True, name="async")
     ttl_hours: Annotated[int, msgspec.Meta(ge=1, le=MAX_TTL_HOURS)] = 720
+    webhook: Annotated[str, msgspec.Meta(min_length=1, max_length=2048)] | None = None
+    """An https URL the run's webhooks are sent to: on its end and on each pause for an answer (docs/api.md,
+    "Webhooks")."""
 
 
 class ForkRunRequest(Camel, forbid_unknown_fields=True):
@@ -227,6 +231,8 @@ class RunView(Camel):
     erased: bool | UnsetType = UNSET
     """True on an erased run (absent otherwise): its content is gone, its skeleton and chain stay."""
     erased_at: str | UnsetType = UNSET
+    webhooks: list[WebhookView] | UnsetType = UNSET
+    """The run's webhook deliveries that have begun (docs/api.md, "Webhooks"); left out while there is none."""
 
 
 class RunState(Camel):

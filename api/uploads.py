@@ -63,6 +63,7 @@ class CreateBody:
             "async": self.request.run_async,
             "ttlHours": self.request.ttl_hours,
             "files": [[f.path, f.size, f.sha256] for f in self.files],
+            **({"webhook": self.request.webhook} if self.request.webhook is not None else {}),
         }
 
 

@@ -96,6 +96,7 @@ def run_view(
         chain=UNSET if head is None else ChainHead(position=head[0], link=head[1].hex()),
         erased=True if summary.erased else UNSET,
         erased_at=UNSET if summary.erased_at is None else iso_utc(summary.erased_at),
+        webhooks=summary.webhooks.views() or UNSET,
     )
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 
 ERASED_VALUES: dict[str, dict[str, Any]] = {
-    "RunCreated": {"variables": {}, "uploaded_files": []},
+    "RunCreated": {"variables": {}, "uploaded_files": [], "webhook": None},
     "NodeStreamed": {"content": ""},
     "VisitCompleted": {"output": {}},
     "VisitFailed": {"error": "", "output": None},

@@ -44,6 +44,8 @@ class RunCreated(RunEvent, frozen=True, tag="RunCreated"):
     trace_parent: str | None = None
     """The W3C `traceparent` of the request that created it: the trace every execution of the run continues
     (None: the service was not exporting traces, or recorded before traces)."""
+    webhook: str | None = None
+    """The URL the caller asked the run's webhooks to be sent to (None: none asked; erased with the content)."""
 
 
 class RunStarted(RunEvent, frozen=True, tag="RunStarted"):
@@ -276,6 +278,42 @@ class RunErased(RunEvent, frozen=True, tag="RunErased"):
     """How many of the events before this one had content that was removed."""
 
 
+class WebhookAttempted(RunEvent, frozen=True, tag="WebhookAttempted"):
+    """One attempt to deliver a webhook of the run ended: answered (with its status), or failed (why).
+
+    An audit record appended after the event that triggered the delivery, also to an ended run; it changes
+    nothing of the run's status (decision 41).
+    """
+
+    webhook_id: str
+    """The `webhook-id` every attempt of this delivery carries."""
+    url: str
+    """Where it was sent, without credentials, query or fragment."""
+    trigger: str
+    """What happened: `run.completed`, `run.failed`, `run.cancelled` or `run.waiting`."""
+    trigger_position: int
+    """The position of the event that triggered the delivery."""
+    attempt: int
+    status_code: int | None = None
+    """The receiver's HTTP status (None: no answer)."""
+    error: str = ""
+    """Why the attempt failed when it got no answer: timeout, refused, connect, address (empty otherwise)."""
+    duration_ms: float = 0.0
+    delivered: bool = False
+    """True when the receiver answered 2xx: the delivery is done."""
+
+
+class WebhookAbandoned(RunEvent, frozen=True, tag="WebhookAbandoned"):
+    """A webhook delivery was given up: its time bound passed, or the receiver refused it for good."""
+
+    webhook_id: str
+    url: str
+    trigger: str
+    trigger_position: int
+    attempts: int
+    reason: str
+
+
 AnyRunEvent = (
     RunCreated
     | RunStarted
@@ -299,6 +337,8 @@ AnyRunEvent = (
     | RemoteRunStopRequested
     | RemoteRunEnded
     | RunErased
+    | WebhookAttempted
+    | WebhookAbandoned
 )
 
 RUN_EVENT_TYPES: tuple[type[RunEvent], ...] = get_args(AnyRunEvent)

@@ -58,14 +58,14 @@ def check_node_type(node_type: str) -> NodeType:
 def create_run(
     run_id: UUID, at: datetime, *, workflow_id: int, workflow_name: str, workflow_version: int, display_name: str,
     mode: RunMode, variables: Mapping[str, Any] | None = None, uploaded_files: Sequence[str] = (),
-    ttl_hours: int = 720, caller_key_id: str = "", idempotency_key: str | None = None,
+    ttl_hours: int = 720, caller_key_id: str = "", idempotency_key: str | None = None, webhook: str | None = None,
 ) -> ev.RunCreated:
     """The first event of a run."""
     return ev.RunCreated(
         originator_id=run_id, originator_version=1, timestamp=at, workflow_id=workflow_id,
         workflow_name=workflow_name, workflow_version=workflow_version, display_name=display_name,
         mode=check_mode(mode), variables=dict(variables or {}), uploaded_files=tuple(uploaded_files),
-        ttl_hours=ttl_hours, caller_key_id=caller_key_id, idempotency_key=idempotency_key,
+        ttl_hours=ttl_hours, caller_key_id=caller_key_id, idempotency_key=idempotency_key, webhook=webhook,
     )
 
 

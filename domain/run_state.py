@@ -71,6 +71,8 @@ class Run(msgspec.Struct, frozen=True):
     its source's visits); the next one's sortOrder is this plus one."""
     erased: bool = False
     """True once the run's content was erased (RunErased, or the erased copy of its first event)."""
+    settled_webhooks: frozenset[str] = frozenset()
+    """The `webhook-id`s of the run's webhook deliveries that were delivered or abandoned."""
 
 
 @singledispatch
@@ -146,6 +148,18 @@ def _(event: ev.RunFailed, run: Run) -> Run:
 @_mutate.register
 def _(event: ev.RunErased, run: Run) -> Run:
     return msgspec.structs.replace(run, erased=True)
+
+
+@_mutate.register
+def _(event: ev.WebhookAttempted, run: Run) -> Run:
+    if not event.delivered:
+        return run
+    return msgspec.structs.replace(run, settled_webhooks=run.settled_webhooks | {event.webhook_id})
+
+
+@_mutate.register
+def _(event: ev.WebhookAbandoned, run: Run) -> Run:
+    return msgspec.structs.replace(run, settled_webhooks=run.settled_webhooks | {event.webhook_id})
 
 
 def evolve(run: Run | None, event: ev.RunEvent) -> Run:

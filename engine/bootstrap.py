@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -18,6 +19,7 @@ from engine.context.access import VisitContextTools
 from engine.context.tokens import ContextTokens
 from engine.context.views import ContextReader
 from engine.dispatch import HAND_BACK_SECONDS, JobDispatch
+from engine.dispatch.webhooks import QueuedDeliveries
 from engine.execution import Engine, RunExecutor, RunLocks, RunTasks, session_tools
 from engine.execution.models import build_registry
 from engine.execution.ports import ContextTools
@@ -31,6 +33,9 @@ from engine.runs.service import RunService
 from engine.settings import Settings
 from engine.store import AsyncEventStore, EventStore, parse_database_url
 from engine.store.postgres_tail import PostgresTail
+from engine.webhooks.delivery import Deliverer
+from engine.webhooks.service import LocalDeliveries, Webhooks
+from engine.webhooks.signing import parse_secret
 from engine.workspace.directory import Workspace
 from engine.workspace.retention import sweep_workspaces
 
@@ -54,6 +59,7 @@ class Services:
     read_model: ReadModel
     eraser: RunEraser
     retention: Retention
+    webhooks: Webhooks
     key_file: KeyFile | None = None
     tail: PostgresTail | None = None
     engine: RunExecutor | None = None
@@ -92,6 +98,9 @@ class Services:
             ))
         if self.engine is not None:
             await self.engine.recover()
+        resumed = await self.webhooks.resume()
+        if resumed:
+            logger.info("webhooks of %d run events are being delivered again (pending when the service stopped)", resumed)
         self.tokens.start()
         if self.key_file is not None:
             self._sweepers.append(asyncio.create_task(self.key_file.watch(), name="flowtrail-key-file-watch"))
@@ -149,6 +158,7 @@ class Services:
             self.engine.stop_taking_runs()
         if self.dispatch is not None:
             await self.dispatch.close()
+        await self.webhooks.close()
         if self.engine is not None:
             await self.engine.close()
         await self.tokens.close()
@@ -232,12 +242,34 @@ def build_services(settings: Settings, *, encode_frame: FrameEncoder,
     )
     read_model = ReadModel(store)
     eraser = RunEraser(store, hot_runs, workspace)
+    webhooks = _webhooks(settings, store, runs, keys, tasks, dispatch)
     return Services(
         settings=settings, store=store, hot_runs=hot_runs, runs=runs, keys=keys, key_file=key_file,
         catalogue=catalogue, workspace=workspace, tail=tail, engine=engine, tokens=tokens,
         context=context, context_tools=visit_tools, read_model=read_model, dispatch=dispatch, eraser=eraser,
-        retention=Retention(settings.retention, store, read_model, eraser),
+        retention=Retention(settings.retention, store, read_model, eraser), webhooks=webhooks,
     )
+
+
+def _webhooks(settings: Settings, store: AsyncEventStore, runs: RunService, keys: KeyRing, tasks: RunTasks,
+              dispatch: JobDispatch | None) -> Webhooks:
+    """Webhooks signed with the secret the settings name (none set: none sent), their attempts made by the job
+    queue (PostgreSQL) or by this process (SQLite); every batch a run's writer appends is looked at for triggers."""
+    secret = os.environ.get(settings.webhooks.secret_env, "")
+    key = parse_secret(settings.webhooks.secret_env, secret) if secret else b""
+    webhooks = Webhooks(settings.webhooks, enabled=bool(key), keys=keys, read_events=runs.events,
+                        read_all=store.read_all)
+    if key:
+        deliverer = Deliverer(
+            settings.webhooks, key, link_base=settings.webhooks.link_base or f"http://{settings.host}:{settings.port}",
+            read_events=runs.events, writing=tasks.writing,
+        )
+        webhooks.deliverer = deliverer
+        webhooks.courier = (
+            QueuedDeliveries(dispatch, deliverer.attempt) if dispatch is not None else LocalDeliveries(deliverer.attempt)
+        )
+        runs.on_appended = webhooks.appended
+    return webhooks
 
 
 def _deliver_foreign(hot_runs: HotRuns, tasks: RunTasks, events: Sequence[Any]) -> None:

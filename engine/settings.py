@@ -25,6 +25,8 @@ from engine.hermes.gateways import HermesGateway, check_gateways
 from engine.llm.config import RESERVED_MODEL_IDS, ModelConfig
 from engine.loopback import is_loopback
 from engine.store.url import parse_database_url
+from engine.webhooks.settings import WebhookSettings
+from engine.webhooks.signing import parse_secret
 
 
 @dataclass(frozen=True)
@@ -260,10 +262,11 @@ class Settings:
         "FLOWTRAIL_WORKFLOWS_DIR", "directory of workflow definitions (`*.json`) published at start-up beside the demos",
     )] = None
     api_keys: Annotated[tuple[ApiKey, ...], setting(
-        "FLOWTRAIL_API_KEYS", "JSON list of `{\"key\", \"id\", \"workflowNames\", \"workflowIds\", \"seesAllRuns\", \"mayErase\"}`: "
+        "FLOWTRAIL_API_KEYS", "JSON list of `{\"key\", \"id\", \"workflowNames\", \"workflowIds\", \"seesAllRuns\", \"mayErase\", \"webhooks\"}`: "
         "both lists empty = every workflow; a key uses only the runs it created unless `seesAllRuns`; `id` "
         "(required, distinct) is the stable, non-secret name its runs are recorded under; `mayErase` lets it erase any "
-        "run it sees (an owner may always erase its own). "
+        "run it sees (an owner may always erase its own); `webhooks` lists URLs every run the key creates sends its "
+        "webhooks to (docs/api.md, \"Webhooks\"). "
         "Unset: the key `demo-key`, no scope limit, sees all runs", secret=True,
     )] = (DEMO_KEY,)
     api_keys_file: Annotated[Path | None, setting(
@@ -289,6 +292,7 @@ class Settings:
     context: ContextSettings = field(default_factory=ContextSettings)
     uploads: UploadSettings = field(default_factory=UploadSettings)
     retention: RetentionSettings = field(default_factory=RetentionSettings)
+    webhooks: WebhookSettings = field(default_factory=WebhookSettings)
     log_format: Annotated[Literal["text", "json"], setting(
         "FLOWTRAIL_LOG_FORMAT", "`text` (one readable line per record) or `json` (one JSON object per line: ts, level, "
         "logger, msg and context fields) for every logger of the process",
@@ -321,9 +325,12 @@ class Settings:
         _check_workflows_dir(settings.workflows_dir)
         _check_models(settings.engine)
         check_gateways(settings.engine.hermes_gateways)
+        if secret := env.get(settings.webhooks.secret_env):
+            parse_secret(settings.webhooks.secret_env, secret)
         key_variables = {m.api_key_env for m in settings.engine.models} | {
             g.api_key_env for g in settings.engine.hermes_gateways
         }
+        key_variables.add(settings.webhooks.secret_env)
         known = {v.name for v in variables(cls)} | set(also_known) | {name for name in key_variables if name}
         refuse_unknown_variables(env, known=known)
         return settings

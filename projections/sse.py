@@ -32,8 +32,9 @@ TERMINAL_EVENTS = frozenset({"workflow_complete", "workflow_error"})
 SILENT_EVENT_TYPES = frozenset({
     ev.RunCreated, ev.RunStarted, ev.ClarifyAnswered, ev.RunCancelRequested, ev.ModelCalled, ev.RunForked,
     ev.RemoteRunRequested, ev.RemoteRunAccepted, ev.RemoteRunStopRequested, ev.RemoteRunEnded, ev.RunErased,
+    ev.WebhookAttempted, ev.WebhookAbandoned,
 })
-"""Events clients are never shown; their positions are gaps in the ids of a stream (decisions 0023, 0037)."""
+"""Events clients are never shown; their positions are gaps in the ids of a stream (decisions 0023, 0037, 0041)."""
 
 _END_STATUS: dict[type, EndStatus] = {ev.VisitCompleted: "SUCCESS", ev.VisitFailed: "FAILED", ev.VisitSkipped: "SKIPPED"}
 

@@ -15,6 +15,7 @@ from domain.run import PendingClarify, Run, RunStatus, evolve
 from projections.payloads import ForkedFrom, NodeView, PauseView, RunStatusName
 from projections.sse import cancel_error, produces_sse_message
 from projections.visits import VisitIndex
+from projections.webhooks import WebhookDeliveries
 from projections.wire import iso_local, iso_utc
 
 EXTERNAL_STATUS: dict[RunStatus, RunStatusName] = {
@@ -65,6 +66,7 @@ class RunSummary:
         """Gateway runs whose stop the gateway did not confirm, or whose outcome could not be read."""
         self.erased_at: datetime | None = None
         self.erased_by: str | None = None
+        self.webhooks = WebhookDeliveries()
 
     def apply(self, event: ev.RunEvent) -> None:
         """Fold one run event into the summary."""
@@ -177,6 +179,9 @@ class RunSummary:
         return self.remote_unsettled > 0
 
 
+    def _webhook(self, event: ev.WebhookAttempted | ev.WebhookAbandoned) -> None:
+        self.webhooks.apply(event)
+
     def _erased(self, event: ev.RunErased) -> None:
         self.erased_at, self.erased_by = event.timestamp, event.erased_by
 
@@ -238,6 +243,8 @@ _SUMMARY_HANDLERS: dict[type, Callable[[Any, Any], None]] = {
     ev.RunForked: RunSummary._forked,
     ev.RemoteRunEnded: RunSummary._remote_run_ended,
     ev.RunErased: RunSummary._erased,
+    ev.WebhookAttempted: RunSummary._webhook,
+    ev.WebhookAbandoned: RunSummary._webhook,
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Iterable
+from urllib.parse import urlsplit
 
 import msgspec
 
@@ -25,6 +26,8 @@ class ApiKey(msgspec.Struct, frozen=True, rename="camel", forbid_unknown_fields=
     """True: every run of its workflows (auditors, operators); false: only the runs this key created."""
     may_erase: bool = False
     """True: it may erase every run it sees (`DELETE` of a run); a run's owner may always erase it."""
+    webhooks: tuple[str, ...] = ()
+    """URLs the webhooks of every run this key creates are sent to, besides the run's own (docs/api.md, "Webhooks")."""
 
 
 DEMO_KEY = ApiKey(key="demo-key", id="demo", sees_all_runs=True)
@@ -53,10 +56,23 @@ def check_api_keys(keys: tuple[ApiKey, ...], variable: str = "FLOWTRAIL_API_KEYS
             variable, f"key {unnamed[0]} of {len(keys)} has no `id` (runs are recorded under a key's id, which is "
             "a name you choose: a hash of the secret would let a weak key be guessed offline)", f"{accepted}; {FORMER_ID}",
         )
+    for place, key in enumerate(keys, 1):
+        if any(not is_web_url(url) for url in key.webhooks):
+            raise SettingsError(variable, f"key {place} of {len(keys)} ({key.id!r}) has a webhook that is not an "
+                                "absolute http(s) URL", f"{accepted}; `webhooks`: a list of https URLs")
     ids = [k.id for k in keys]
     if len(set(ids)) != len(ids):
         shared = sorted({i for i in ids if ids.count(i) > 1})
         raise SettingsError(variable, f"two keys share the id {shared[0]!r} (runs are owned by key id)", accepted)
+
+
+def is_web_url(url: str) -> bool:
+    """True for an absolute http or https URL with a host (a valid port, if any)."""
+    try:
+        parts = urlsplit(url)
+        return parts.scheme in ("http", "https") and bool(parts.hostname) and (parts.port is None or parts.port > 0)
+    except ValueError:
+        return False
 
 
 def ids_naming_their_secret(keys: Iterable[ApiKey]) -> list[str]:

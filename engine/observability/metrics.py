@@ -24,6 +24,13 @@ RUNS_FAILED = Counter(
 RUNS_ERASED = Counter(
     "flowtrail_runs_erased_total", "Runs whose content was erased, by who asked (request: DELETE; retention)", ["by"],
 )
+WEBHOOK_ATTEMPTS = Counter(
+    "flowtrail_webhook_attempts_total", "Webhook delivery attempts, by outcome (2xx, 3xx, 4xx, 5xx, timeout, refused, "
+    "connect, address)", ["outcome"],
+)
+WEBHOOK_DELIVERIES = Counter(
+    "flowtrail_webhook_deliveries_total", "Webhook deliveries that ended, by how (delivered, abandoned)", ["outcome"],
+)
 RUNS_ACTIVE = Gauge("flowtrail_runs_active", "Runs this process is executing now")
 EVENTS_APPENDED = Counter("flowtrail_events_appended_total", "Events appended to the log (runs and catalogue)")
 APPEND_SECONDS = Histogram(

@@ -31,6 +31,7 @@ class NewRun:
     uploaded_files: tuple[str, ...] = ()
     ttl_hours: int = 720
     caller_key_id: str = ""
+    webhook: str | None = None
 
     @classmethod
     def of(cls, entry: WorkflowEntry, **inputs: Any) -> NewRun:

@@ -18,7 +18,7 @@ from engine.runs.creation import Creation, IdempotentRequest, NewRun, creation_e
 from engine.runs.feed import Feed, follow
 from engine.runs.hot import HotRun, Wants
 from engine.runs.hot_runs import HotRuns
-from engine.runs.writer import RunWriter
+from engine.runs.writer import Appended, RunWriter
 from engine.store import AsyncEventStore, ConcurrentAppend
 from engine.store.async_store import StoredLine
 
@@ -47,6 +47,8 @@ class RunService:
         self.coalesce_seconds = coalesce_seconds
         self._writers: dict[UUID, RunWriter] = {}
         self._writer_locks: dict[UUID, asyncio.Lock] = {}
+        self.on_appended: Appended | None = None
+        """Told of every batch a run's writer appended (set by the composition root)."""
 
     async def create(self, new: NewRun, *, run_id: UUID | None = None,
                      idempotency: IdempotentRequest | None = None, history: History | None = None) -> Creation:
@@ -103,7 +105,7 @@ class RunService:
                     raise RunNotFound(run_id.hex)
                 writer = RunWriter(
                     self._store, self._hot_runs, run, coalesce_seconds=self.coalesce_seconds,
-                    created_at=events[0].timestamp,
+                    created_at=events[0].timestamp, on_appended=self.on_appended,
                 )
                 self._writers[run_id] = writer
                 self._hot_runs.writer_joined(run_id)

@@ -34,10 +34,13 @@ MERGEABLE_KINDS = frozenset({"thinking"})
 MAX_BUFFERED_CHUNKS = 2048
 MAX_CATCH_UPS = 8
 """Appends lost to another process's append in a row before the writer gives up (raises ConcurrentAppend)."""
-CONTROL_EVENTS = (ev.RunStarted, ev.RunCancelRequested, ev.ClarifyAnswered)
-"""Events that API commands append; any other event from another process means it executes the run."""
+CONTROL_EVENTS = (ev.RunStarted, ev.RunCancelRequested, ev.ClarifyAnswered, ev.WebhookAttempted, ev.WebhookAbandoned)
+"""Events that API commands (and webhook deliveries) append; any other event from another process means it executes
+the run."""
 
 Decision = Callable[[Run, datetime], ev.RunEvent]
+Appended = Callable[[Run, Sequence[ev.RunEvent]], None]
+"""Told of every batch a writer appended, with the run's state after it (webhooks: engine.webhooks)."""
 Recipe = Callable[[Run], list[ev.RunEvent]]
 """Makes an append's events from the run's current state (made again after a lost race)."""
 
@@ -71,10 +74,11 @@ class RunWriter:
 
     def __init__(
         self, store: AsyncEventStore, hot_runs: HotRuns, run: Run, *, coalesce_seconds: float,
-        created_at: datetime | None = None,
+        created_at: datetime | None = None, on_appended: Appended | None = None,
     ) -> None:
         self.store = store
         self.created_at = created_at
+        self.on_appended = on_appended
         self._hot_runs = hot_runs
         self.run = run
         self.coalesce_seconds = coalesce_seconds
@@ -224,6 +228,8 @@ class RunWriter:
             self.run = run
             self._hot_runs.publish(events)
             runs_appended(run, events, self.created_at)
+            if self.on_appended is not None:
+                self.on_appended(run, events)
             return list(events)
         raise ConcurrentAppend(f"run {self.run.id.hex}: lost {MAX_CATCH_UPS} appends in a row to other processes")
 

@@ -152,8 +152,10 @@ def test_config_as_json_names_each_variables_value_and_source():
     assert done.returncode == 0 and "s3cret" not in done.stdout
     found = json.loads(done.stdout)
     assert found["FLOWTRAIL_API_KEYS"] == {"value": [
-        {"key": "***", "workflowNames": [], "workflowIds": [], "id": "ops", "seesAllRuns": False, "mayErase": False},
-        {"key": "***", "workflowNames": [], "workflowIds": [], "id": "auditor", "seesAllRuns": True, "mayErase": False},
+        {"key": "***", "workflowNames": [], "workflowIds": [], "id": "ops", "seesAllRuns": False, "mayErase": False,
+         "webhooks": []},
+        {"key": "***", "workflowNames": [], "workflowIds": [], "id": "auditor", "seesAllRuns": True, "mayErase": False,
+         "webhooks": []},
     ], "source": "environment"}
     assert found["FLOWTRAIL_PORT"] == {"value": 2438, "source": "default"}
 
@@ -164,7 +166,7 @@ def test_config_shows_the_keys_of_the_key_file_masked_and_says_where_they_came_f
     done = flowtrail("config", env={"FLOWTRAIL_API_KEYS_FILE": str(path)})
     assert done.returncode == 0 and "s3cret" not in done.stdout
     assert ('FLOWTRAIL_API_KEYS=[{"key": "***", "workflowNames": [], "workflowIds": [], "id": "ops", '
-            '"seesAllRuns": false, "mayErase": false}]  # from FLOWTRAIL_API_KEYS_FILE') in done.stdout.splitlines()
+            '"seesAllRuns": false, "mayErase": false, "webhooks": []}]  # from FLOWTRAIL_API_KEYS_FILE') in done.stdout.splitlines()
 
 
 def test_config_refuses_a_bad_setting_as_serve_does():

@@ -10,7 +10,7 @@ from tests.integration.test_api_openapi import openapi_document
 
 CHECKED = (
     answers.RunLinks, answers.CreatedRun, answers.StartedRun, answers.NodeView, answers.WorkspaceView, answers.TokenUsage,
-    answers.RunView, answers.PauseView, answers.RunState, answers.ResumeResult, answers.CancelResult, answers.ChainHead,
+    answers.RunView, answers.WebhookView, answers.PauseView, answers.RunState, answers.ResumeResult, answers.CancelResult, answers.ChainHead,
     answers.ErasedRun, answers.WorkflowView, answers.WorkflowInputView, answers.WorkflowOutputView,
     answers.ForkedFrom, answers.ForkedRun,
 )

@@ -6,7 +6,7 @@ import msgspec
 import pytest
 
 from domain import events as ev
-from domain.erasure import ERASED_VALUES, KEPT_PREFIX, may_hold_content, skeleton_of
+from domain.erasure import ERASED_MARK, ERASED_VALUES, KEPT_PREFIX, may_hold_content, skeleton_of
 from tests.fixtures.stored import LOGS, MAPPER, rows_of, stored_logs
 
 FIXTURES = stored_logs()
@@ -37,6 +37,8 @@ def test_a_skeleton_decodes_as_the_same_event_with_only_its_content_emptied(path
         emptied = dict(ERASED_VALUES.get(row.topic, {}))
         if row.topic == "RunFailed" and (code := KEPT_PREFIX.match(whole["error"])) is not None:
             emptied["error"] = code.group(0)
+        if row.topic == "RunCreated":
+            emptied[ERASED_MARK] = True  # the stored copy of an erased run's first event says so
         for name, value in whole.items():
             assert kept[name] == (emptied[name] if name in emptied else value), (row.topic, name)
 

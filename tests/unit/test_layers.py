@@ -143,7 +143,8 @@ EXECUTION_BEHIND_ITS_PORTS = Rule(
 ENGINE_FLOORS: tuple[frozenset[str], ...] = (
     frozenset({"engine.clock", "engine.waiting", "engine.config", "engine.loopback", "engine.observability"}),
     frozenset({"engine.access", "engine.store", "engine.llm", "engine.hermes", "engine.workspace"}),
-    frozenset({"engine.settings", "engine.runs", "engine.catalogue", "engine.readmodel", "engine.dispatch"}),
+    frozenset({"engine.settings", "engine.runs", "engine.catalogue", "engine.readmodel", "engine.dispatch",
+               "engine.webhooks"}),
     frozenset({"engine.execution", "engine.context"}),
     frozenset({"engine.bootstrap"}),
 )

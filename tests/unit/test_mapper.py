@@ -7,6 +7,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from domain import events as ev
 from domain.catalogue import WorkflowPublished, catalogue_stream_id, definition_digest
 from domain.idempotency import claim_key
 from engine.store.event_store import STORED_EVENT_TYPES
@@ -39,7 +40,18 @@ def one_idempotency_event() -> Any:
                      workflow_version=1, at=T0)
 
 
-EVENTS = [*one_of_every_run_event(), one_catalogue_event(), one_idempotency_event()]
+def one_of_each_webhook_event() -> list[Any]:
+    """An attempt that got no answer and an abandonment, every field filled."""
+    delivery: dict[str, Any] = {"originator_id": RUN_ID, "timestamp": T0, "webhook_id": "msg_1", "url": "https://h.example/x",
+                "trigger": "run.failed", "trigger_position": 5}
+    return [
+        ev.WebhookAttempted(**delivery, originator_version=6, attempt=1, status_code=None, error="timeout",
+                            duration_ms=10.5, delivered=False),
+        ev.WebhookAbandoned(**delivery, originator_version=7, attempts=1, reason="time bound passed"),
+    ]
+
+
+EVENTS = [*one_of_every_run_event(), *one_of_each_webhook_event(), one_catalogue_event(), one_idempotency_event()]
 MAPPER = MsgspecMapper(STORED_EVENT_TYPES)
 
 

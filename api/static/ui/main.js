@@ -5,6 +5,7 @@ import { originLine, forksPanel, forkFrom, rerun, forkNote } from "./forks.js";
 import { h, badge } from "./dom.js";
 import { emptyRun, applyMessage, applyResult } from "./model.js";
 import { RunView } from "./view.js";
+import { webhooksPanel } from "./webhooks.js";
 import { StreamFollower } from "./follow.js";
 import { Player, SPEEDS, eventTimes } from "./replay.js";
 
@@ -186,6 +187,9 @@ async function showRun(runId) {
     h("a", { href: "/ui/", "data-route": true }, "All runs"), startButton, cancelButton, rerunButton, replayButton),
   ...(fork ? [originLine(fork)] : []), forks, replayBar);
   forks.load().catch(() => {});
+  const hooks = webhooksPanel(runPath);
+  root.append(hooks);
+  hooks.load().then(() => hooks.watch()).catch(() => hooks.watch());
   const view = new RunView(root, {
     onAnswer: async (clarifyId, answer) => {
       try {

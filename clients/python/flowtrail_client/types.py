@@ -162,6 +162,23 @@ class RunView(Answer):
     chain: ChainHead | None = None
     erased: bool = False
     erased_at: str | None = None
+    webhooks: list[WebhookView] = []
+    """The run's webhook deliveries that have begun (docs/api.md, "Webhooks")."""
+
+
+class WebhookView(Answer):
+    """One webhook delivery of a run: where, for what, its attempts, and DELIVERED, ABANDONED or PENDING."""
+
+    webhook_id: str
+    url: str
+    trigger: str
+    trigger_event_id: int
+    attempts: int
+    last_status_code: int | None
+    last_error: str | None
+    last_attempt_at: str | None
+    state: str
+    abandoned_reason: str | None = None
 
 
 class PauseView(Answer):
