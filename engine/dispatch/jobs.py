@@ -106,6 +106,8 @@ class JobDispatch:
             conninfo=conninfo(location), min_size=1, max_size=settings.pool_size, name="flowtrail-jobs",
         ))
         self.app.task(name=TASK_NAME, retry=HandBack(lambda: self._stopping), pass_context=False)(self._execute_run)
+        self.retried_when_stalled: list[str] = []
+        """Other tasks whose jobs a silent worker left `doing` are run again as they are (they may repeat)."""
         self._tasks: list[asyncio.Task[None]] = []
         self._worker: Worker | None = None
         self._supervisor: asyncio.Task[None] | None = None
@@ -200,8 +202,25 @@ class JobDispatch:
                 continue
             replaced += 1
             logger.warning("run %s: its replica stopped heart-beating; another replica continues it", job.lock)
+        replaced += await self._retry_stalled()
         await manager.prune_stalled_workers(self.settings.stall_seconds)
         return replaced
+
+    async def _retry_stalled(self) -> int:
+        """Run again the stalled jobs of `retried_when_stalled` tasks (at-least-once work); how many."""
+        manager = self.app.job_manager
+        retried = 0
+        for task_name in self.retried_when_stalled:
+            for job in await manager.get_stalled_jobs(task_name=task_name,
+                                                      seconds_since_heartbeat=self.settings.stall_seconds):
+                try:
+                    await manager.retry_job(job)
+                except Exception as error:  # noqa: BLE001 - another replica retried it first
+                    logger.debug("stalled job %s was retried elsewhere: %s", job.id, error)
+                    continue
+                retried += 1
+                logger.warning("job %s (%s): its replica stopped heart-beating; it runs again", job.id, task_name)
+        return retried
 
     def stop_taking_jobs(self, window: float) -> None:
         """Take no job from now on; the jobs running here get `window` seconds (plus HAND_BACK_SECONDS) to end,

@@ -2,8 +2,10 @@
 
 Each execution of the job makes one attempt (`Deliverer.attempt`); when the delivery must be tried again the
 job raises `TryAgain` and the queue schedules it that many seconds later, in PostgreSQL: a restart, or another
-replica, picks it up there. The job's queueing lock is the `webhook-id`, so a delivery planned twice (by the
-replica that appended its trigger and by a start-up's look at the log) waits in the queue once.
+replica, picks it up there. A job whose replica died during an attempt is run again by another replica once
+that one's heart-beat is overdue (`JobDispatch.retried_when_stalled`). The job's queueing lock is the
+`webhook-id`, so a delivery planned twice (by the replica that appended its trigger and by a start-up's look at
+the log) waits in the queue once.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ class QueuedDeliveries:
         self.app = dispatch.app
         self._attempt = attempt
         self.app.task(name=WEBHOOK_TASK, queue=WEBHOOK_QUEUE, retry=AfterTheWait(), pass_context=False)(self._deliver)
+        dispatch.retried_when_stalled.append(WEBHOOK_TASK)
 
     async def _deliver(self, run_id: str, webhook_id: str, url: str, trigger_position: int) -> None:
         wait = await self._attempt(Delivery(run_id, webhook_id, url, trigger_position))

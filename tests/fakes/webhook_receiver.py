@@ -34,6 +34,8 @@ class Received:
     headers: dict[str, str]
     body: bytes
     at: float
+    client_port: int = 0
+    """The sender's source port (a test finds which process sent it)."""
 
 
 @dataclass
@@ -59,7 +61,8 @@ class WebhookReceiver:
             body += message.get("body", b"")
             more = message.get("more_body", False)
         headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
-        self.received.append(Received(scope["path"], headers, body, time.monotonic()))
+        client_port = scope["client"][1] if scope.get("client") else 0
+        self.received.append(Received(scope["path"], headers, body, time.monotonic(), client_port))
         reply = self.script.pop(0) if self.script else Reply()
         if reply.delay:
             await asyncio.sleep(reply.delay)
