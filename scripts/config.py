@@ -11,6 +11,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
+from domain.webhooks import shown_url
 from engine.access import ApiKey
 from engine.config import Variable, accepted_values, value_at, variables
 from engine.settings import Settings
@@ -26,7 +27,8 @@ def masked(variable: Variable, value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
     if isinstance(value, tuple) and all(isinstance(item, ApiKey) for item in value):
-        return [{**msgspec.to_builtins(item), "key": MASK} for item in value]
+        return [{**msgspec.to_builtins(item), "key": MASK, "webhooks": [shown_url(url) for url in item.webhooks]}
+                for item in value]
     if isinstance(value, tuple):
         return msgspec.to_builtins(value)
     if variable.name == "FLOWTRAIL_DATABASE_URL":

@@ -169,6 +169,16 @@ def test_config_shows_the_keys_of_the_key_file_masked_and_says_where_they_came_f
             '"seesAllRuns": false, "mayErase": false, "webhooks": []}]  # from FLOWTRAIL_API_KEYS_FILE') in done.stdout.splitlines()
 
 
+def test_config_shows_a_keys_webhook_subscription_without_its_query_or_credentials(tmp_path):
+    path = tmp_path / "keys.json"
+    path.write_text(json.dumps([{"key": "k-1", "id": "ops",
+                                 "webhooks": ["https://user:pw-s3cret@hooks.example.com/in?token=s3cret"]}]))
+    done = flowtrail("config", "--json", env={"FLOWTRAIL_API_KEYS_FILE": str(path)})
+    assert done.returncode == 0 and "s3cret" not in done.stdout
+    [key] = json.loads(done.stdout)["FLOWTRAIL_API_KEYS"]["value"]
+    assert key["webhooks"] == ["https://hooks.example.com/in"]
+
+
 def test_config_refuses_a_bad_setting_as_serve_does():
     line = refused_in_one_line(flowtrail("config", env={"FLOWTRAIL_LOAD_DEMOS": "ture"}))
     assert line.startswith("FLOWTRAIL_LOAD_DEMOS: got 'ture'")
