@@ -42,7 +42,7 @@ async def test_a_live_demo_report_is_watched_to_its_end_with_every_panel(
     assert await shown_ids(page) == await stream_ids(viewer_server, "demo-report", run_id)
     research = page.locator('.visit[data-node-id="research"]')
     await research.locator("summary").first.click()
-    assert await research.locator(".thinking").inner_text() != ""
+    assert await research.locator(".thinking").first.inner_text() != ""
     tools = research.locator(".tool")
     assert await tools.count() >= 2
     assert await research.locator('.tool[data-open="true"]').count() == 0

@@ -198,6 +198,11 @@ async function showRun(runId) {
     onDownload: () => download(`${runPath}/workspace`, `${runId}-workspace.zip`).catch((e) => say(e.message, "error")),
     onFork: (visitUuid) => openNew(() => forkFrom(runPath, visitUuid))(),
   });
+  data(`/workflows/${encodeURIComponent(workflowName)}`).then((workflow) => { // declared output types: files are links
+    view.outputTypes = Object.fromEntries(workflow.outputs.map((o) => [o.name, o.type]));
+    dirty.add("run");
+    schedule();
+  }).catch(() => {}); // a workflow gone from the catalogue: its outputs are shown without their declared types
   let replayState = null;
   let resultRead = false;
   const readResult = async () => { // usage and remote work are not in the stream: read them once the run ended
@@ -268,7 +273,7 @@ async function showRun(runId) {
     replayButton.disabled = true;
     const times = await eventTimes(runId).catch(() => new Map());
     const last = received.length ? received.at(-1).id : 0;
-    const scrubber = h("input", { type: "range", id: "scrubber", min: 0, max: last, step: 1, value: 0 });
+    const scrubber = h("input", { type: "range", id: "scrubber", min: 0, max: received.length, step: 1, value: 0 });
     const position = h("output", { for: "scrubber", id: "replay-position" }, "0");
     const jump = h("input", { type: "number", id: "jump-id", min: 0, max: last, inputmode: "numeric" });
     const playButtons = Object.keys(SPEEDS).map((name) =>
@@ -280,11 +285,11 @@ async function showRun(runId) {
       onState: (state) => {
         replayState = state;
         schedule();
-        scrubber.value = String(state.at);
-        position.textContent = `event ${state.at} of ${state.last}`;
+        scrubber.value = String(state.shown); // messages, as the event log counts them; ids skip unstreamed events
+        position.textContent = `message ${state.shown} of ${state.count} · event id ${state.at} of ${state.last}`;
       },
     });
-    scrubber.addEventListener("input", () => player.seek(Number(scrubber.value)));
+    scrubber.addEventListener("input", () => player.seekCount(Number(scrubber.value)));
     replayBar.replaceChildren(h("h2", {}, "Replay from the log"), h("div", { class: "replay-controls" }, ...playButtons, pauseButton),
       h("label", { for: "scrubber" }, "Timeline"), scrubber, position,
       h("form", { class: "jump", onsubmit: (e) => { e.preventDefault(); player.seek(Number(jump.value || 0)); } },

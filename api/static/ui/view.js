@@ -3,12 +3,13 @@
 import { h, badge, pretty } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
 import { visitsInOrder } from "./model.js";
+import { outputFields } from "./output.js";
 
 /** The run page: call `update(run, changed)` after applying messages, `reset()` before a rebuild. */
 export class RunView {
   constructor(root, { onAnswer, onDownload, onFork = null }) {
     this.root = root;
-    Object.assign(this, { onAnswer, onDownload, onFork, answerable: true });
+    Object.assign(this, { onAnswer, onDownload, onFork, answerable: true, outputTypes: {} });
     this.cards = new Map();
     this.visits = h("div", { class: "visits", "aria-label": "Visits" });
     this.askfor = h("section", { class: "panel askfor", "aria-label": "Question", hidden: true });
@@ -19,7 +20,8 @@ export class RunView {
     this.eventCount = h("span", {}, "0");
     root.append(this.askfor, h("div", { class: "layout" }, this.visits, h("aside", { class: "side" },
       this.outcome, this.todo, this.decisions,
-      h("details", { class: "panel" }, h("summary", {}, "Event log (", this.eventCount, ")"), this.events),
+      h("details", { class: "panel" }, h("summary", {}, "Event log (", this.eventCount, ")"),
+        h("p", { class: "muted" }, "Ids are the run's event positions; events the stream does not carry (model calls, visit starts) leave gaps."), this.events),
     )));
   }
 
@@ -33,7 +35,7 @@ export class RunView {
 
   /** Show what changed: the visits in `changed` (a Set of visitUuids and "run"), the event log, the panels. */
   update(run, changed) {
-    for (const key of changed) if (key !== "run" && run.visits.has(key)) this.card(run.visits.get(key));
+    for (const key of changed) if (key !== "run" && run.visits.has(key)) this.card(run.visits.get(key), run);
     this.order(run);
     this.eventLog(run);
     this.showPause(run);
@@ -49,7 +51,12 @@ export class RunView {
     if (wanted.length !== current.length || wanted.some((el, i) => el !== current[i])) this.visits.replaceChildren(...wanted);
   }
 
-  card(visit) {
+  /** How outputs link their files: the run's workspace files, each a link that downloads the workspace. */
+  fieldsOptions(run, types = {}) {
+    return { types, files: run.files, onFile: run.erased ? null : () => this.onDownload() };
+  }
+
+  card(visit, run) {
     let card = this.cards.get(visit.visitUuid);
     if (!card) {
       const summary = h("summary");
@@ -72,12 +79,12 @@ export class RunView {
       visitUuid: visit.visitUuid, nodeId: visit.nodeId, status: visit.status, sortOrder: visit.sortOrder ?? "",
       copied: Boolean(visit.copied),
     });
-    card.summary.replaceChildren(
+    card.summary.replaceChildren(...[
       h("span", { class: "visit-label" }, visit.nodeLabel),
       h("span", { class: "muted" }, ` ${visit.nodeType}${visit.iterSeq ? ` · visit ${visit.iterSeq}` : ""}`),
       badge(visit.status), visit.copied ? h("span", { class: "badge badge-copied", title: "copied from the source run" }, "copied") : null,
-    );
-    card.body.replaceChildren(...visitBody(visit, card.toggled), ...this.forkButton(visit));
+    ].filter(Boolean));
+    card.body.replaceChildren(...visitBody(visit, card.toggled, this.fieldsOptions(run)), ...this.forkButton(visit));
   }
 
   /** "Fork from here" on a finished visit's card (live pages only). */
@@ -87,12 +94,12 @@ export class RunView {
   }
 
   eventLog(run) {
+    this.eventCount.textContent = `${run.log.length} messages · last event id ${run.lastId}`;
     const shown = this.events.children.length;
     if (shown === run.log.length) return;
     const items = run.log.slice(shown).map((e) => h("li", { dataset: { eventId: e.id } },
       h("span", { class: "event-id" }, String(e.id)), ` ${e.event}${e.kind ? ` ${e.kind}` : ""}${e.nodeId ? ` · ${e.nodeId}` : ""}`));
     this.events.append(...items);
-    this.eventCount.textContent = String(run.log.length);
   }
 
   showPause(run) {
@@ -155,9 +162,12 @@ export class RunView {
         "Remote work may still be running: a Hermes gateway did not confirm a stop, or a gateway run's outcome is unknown."));
     }
     if (run.usage) parts.push(usageLine(run.usage));
-    if (run.output) parts.push(h("h3", {}, "Output"), h("pre", { class: "output" }, pretty(run.output)));
+    if (run.output) parts.push(h("h3", {}, "Output"), outputFields(run.output, this.fieldsOptions(run, this.outputTypes)));
     if (run.terminal && run.status === "SUCCESS" && !run.erased) {
-      if (run.files.length) parts.push(h("ul", { class: "files" }, ...run.files.map((f) => h("li", {}, f))));
+      if (run.files.length) {
+        parts.push(h("h3", {}, "Workspace files"), h("ul", { class: "files" }, ...run.files.map((f) => h("li", {},
+          h("a", { href: "#", class: "file-link", dataset: { file: f }, onclick: (e) => { e.preventDefault(); this.onDownload(); } }, f)))));
+      }
       parts.push(h("button", { type: "button", class: "download", onclick: () => this.onDownload() }, "Download workspace (zip)"));
     }
     this.outcome.replaceChildren(...parts);
@@ -170,15 +180,11 @@ function usageLine(usage) {
     `Tokens (model calls and gateway runs): ${usage.promptTokens} prompt · ${usage.completionTokens} completion`);
 }
 
-function visitBody(visit, toggled) {
+function visitBody(visit, toggled, fields) {
   const opened = (key, byDefault) => (toggled.has(key) ? toggled.get(key) : byDefault);
   const parts = [];
   if (visit.statusText) parts.push(h("p", { class: "status-text", role: "status" }, visit.statusText));
-  if (visit.thinking) {
-    const thinking = h("div", { class: "thinking" });
-    renderMarkdown(thinking, visit.thinking);
-    parts.push(h("h3", {}, "Thinking"), thinking);
-  }
+  if (visit.thinking.length) parts.push(h("h3", {}, "Thinking"), ...visit.thinking.map(thinkingTurn));
   if (visit.todo) parts.push(h("h3", {}, "TODO"), todoList(visit.todo));
   if (visit.tools.length) parts.push(h("h3", {}, "Tool calls"), ...visit.tools.map((call, i) => toolCard(call, opened(`tool-${i}`, call.open), `tool-${i}`)));
   if (visit.steps.length) {
@@ -187,8 +193,14 @@ function visitBody(visit, toggled) {
       h("summary", {}, `Steps (${visit.steps.length})`), open ? stepList(visit) : null));
   }
   if (visit.error) parts.push(h("pre", { class: "error" }, visit.error));
-  if (visit.output) parts.push(h("h3", {}, "Output"), h("pre", { class: "output" }, pretty(visit.output.data ?? visit.output)));
+  if (visit.output) parts.push(h("h3", {}, "Output"), outputFields(visit.output, fields));
   return parts;
+}
+
+function thinkingTurn(text, index) {
+  const turn = h("div", { class: "thinking", dataset: { turn: index + 1 } });
+  renderMarkdown(turn, text);
+  return turn;
 }
 
 function stepList(visit) {
