@@ -21,7 +21,7 @@ export class RunView {
     root.append(this.askfor, h("div", { class: "layout" }, this.visits, h("aside", { class: "side" },
       this.outcome, this.todo, this.decisions,
       h("details", { class: "panel" }, h("summary", {}, "Event log (", this.eventCount, ")"),
-        h("p", { class: "muted" }, "Ids are the run's event positions; events the stream does not carry (model calls, visit starts) leave gaps."), this.events),
+        h("p", { class: "muted" }, "Ids are the run's event positions; events the stream does not carry (the run's creation and start, model calls, answers) leave gaps."), this.events),
     )));
   }
 
