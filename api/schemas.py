@@ -118,6 +118,34 @@ class WorkflowOutputView(Camel):
     description: str
 
 
+class GraphNodeView(Camel):
+    """One node of a workflow's graph: its id, type and label (the label is the id when the definition has none)."""
+
+    id: str
+    type: str
+    label: str
+
+
+class GraphEdgeView(Camel):
+    """One edge of a workflow's graph, with its condition (null: always taken)."""
+
+    source: str
+    target: str
+    condition: str | None
+
+
+class WorkflowGraph(Camel):
+    """`GET /workflows/{workflowName}/graph`: the nodes and edges of the workflow's current version, in definition
+    order, with its mode and start node (null: a DAG starts at every node without an incoming edge)."""
+
+    workflow_name: str
+    version: int
+    mode: str
+    start_node_id: str | None
+    nodes: list[GraphNodeView]
+    edges: list[GraphEdgeView]
+
+
 class WorkflowView(Camel):
     """One workflow the caller may run."""
 

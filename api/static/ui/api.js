@@ -61,7 +61,7 @@ export async function workflowOfRun(runId) {
   return (await runOrigin(runId)).workflowName;
 }
 
-/** What a run's first two stored events say: its workflow's name, and (a fork's `RunForked`) where it came from:
+/** What a run's first two stored events say: its workflow's name and version, and (a fork's `RunForked`) where it came from:
  * `{sourceRunId, visitUuid, position, rerun, copiedUpTo}`, the last the fork's position of its last copied event. */
 export async function runOrigin(runId) {
   const response = await call(`/runs/${encodeURIComponent(runId)}/events?after=0`);
@@ -82,7 +82,7 @@ export async function runOrigin(runId) {
     sourceRunId: second.source_run_id.replaceAll("-", ""), visitUuid: second.source_visit_uuid,
     position: second.source_position, rerun: second.rerun, copiedUpTo: 2 + second.copied_positions.length,
   } : null;
-  return { workflowName: created.workflow_name, fork };
+  return { workflowName: created.workflow_name, workflowVersion: created.workflow_version, fork };
 }
 
 /** Save a binary answer as a file, fetched with the key header. */

@@ -149,9 +149,9 @@ async function showRun(runId) {
   document.title = `Run ${runId.slice(0, 8)} · flowtrail`;
   const root = h("div", { id: "run", class: "run", dataset: { runId, mode: "live" } });
   main.replaceChildren(root);
-  let workflowName, fork;
+  let workflowName, workflowVersion, fork;
   try {
-    ({ workflowName, fork } = await runOrigin(runId));
+    ({ workflowName, workflowVersion, fork } = await runOrigin(runId));
   } catch (error) {
     root.append(h("p", { class: "error-text", role: "alert" }, error.message));
     return;
@@ -198,6 +198,11 @@ async function showRun(runId) {
     onDownload: () => download(`${runPath}/workspace`, `${runId}-workspace.zip`).catch((e) => say(e.message, "error")),
     onFork: (visitUuid) => openNew(() => forkFrom(runPath, visitUuid))(),
   });
+  data(`/workflows/${encodeURIComponent(workflowName)}/graph`).then((graph) => {
+    view.graph.setGraph(graph, workflowVersion);
+    dirty.add("run");
+    schedule();
+  }).catch(() => {}); // no graph for a workflow gone from the catalogue: the cards say what happened
   data(`/workflows/${encodeURIComponent(workflowName)}`).then((workflow) => { // declared output types: files are links
     view.outputTypes = Object.fromEntries(workflow.outputs.map((o) => [o.name, o.type]));
     dirty.add("run");

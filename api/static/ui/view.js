@@ -4,6 +4,7 @@ import { h, badge, pretty } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
 import { visitsInOrder } from "./model.js";
 import { outputFields } from "./output.js";
+import { GraphView } from "./graph.js";
 
 /** The run page: call `update(run, changed)` after applying messages, `reset()` before a rebuild. */
 export class RunView {
@@ -18,7 +19,8 @@ export class RunView {
     this.outcome = h("section", { class: "panel outcome", "aria-label": "Output" });
     this.events = h("ol", { class: "event-log", id: "event-log" });
     this.eventCount = h("span", {}, "0");
-    root.append(this.askfor, h("div", { class: "layout" }, this.visits, h("aside", { class: "side" },
+    this.graph = new GraphView({ onPick: (nodeId) => this.revealNode(nodeId) });
+    root.append(this.askfor, h("div", { class: "overview" }, this.graph.element), h("div", { class: "layout" }, this.visits, h("aside", { class: "side" },
       this.outcome, this.todo, this.decisions,
       h("details", { class: "panel" }, h("summary", {}, "Event log (", this.eventCount, ")"),
         h("p", { class: "muted" }, "Ids are the run's event positions; events the stream does not carry (the run's creation and start, model calls, answers) leave gaps."), this.events),
@@ -36,7 +38,10 @@ export class RunView {
   /** Show what changed: the visits in `changed` (a Set of visitUuids and "run"), the event log, the panels. */
   update(run, changed) {
     for (const key of changed) if (key !== "run" && run.visits.has(key)) this.card(run.visits.get(key), run);
-    this.order(run);
+    this.run = run;
+    const inOrder = visitsInOrder(run);
+    this.order(inOrder);
+    this.graph.update(run, inOrder);
     this.eventLog(run);
     this.showPause(run);
     this.showTodo(run);
@@ -45,8 +50,19 @@ export class RunView {
     Object.assign(this.root.dataset, { status: run.status, lastEventId: run.lastId, terminal: run.terminal });
   }
 
-  order(run) {
-    const wanted = visitsInOrder(run).map((v) => this.cards.get(v.visitUuid).element);
+  /** Open a node's latest visit card and bring it into view; its other visits' cards are marked too. */
+  revealNode(nodeId) {
+    const visits = visitsInOrder(this.run).filter((v) => v.nodeId === nodeId);
+    for (const card of this.cards.values()) card.element.classList.toggle("picked", card.visit.nodeId === nodeId);
+    if (!visits.length) return;
+    const card = this.cards.get(visits.at(-1).visitUuid);
+    card.details.open = true;
+    card.element.scrollIntoView({ block: "start" });
+    card.summary.focus({ preventScroll: true });
+  }
+
+  order(inOrder) {
+    const wanted = inOrder.map((v) => this.cards.get(v.visitUuid).element);
     const current = [...this.visits.children];
     if (wanted.length !== current.length || wanted.some((el, i) => el !== current[i])) this.visits.replaceChildren(...wanted);
   }
