@@ -208,6 +208,25 @@ async function showRun(runId) {
     dirty.add("run");
     schedule();
   }).catch(() => {}); // a workflow gone from the catalogue: its outputs are shown without their declared types
+  let timelineTimer = 0;
+  let timelineDone = false;
+  const readTimeline = async () => { // a finished run's once; a live run's again at most every 2 s while it changes
+    timelineTimer = 0;
+    try {
+      const timeline = await data(`/runs/${encodeURIComponent(runId)}/timeline`);
+      timelineDone = timelineDone || Boolean(timeline.completedAt);
+      view.showTimeline(timeline);
+    } catch (error) {
+      timelineDone = true;
+      say(error.message, "error");
+    }
+  };
+  const wantTimeline = (soon) => {
+    if (timelineDone || (timelineTimer && !soon)) return;
+    clearTimeout(timelineTimer);
+    timelineTimer = setTimeout(readTimeline, soon ? 0 : 2000);
+  };
+  readTimeline();
   let replayState = null;
   let resultRead = false;
   const readResult = async () => { // usage and remote work are not in the stream: read them once the run ended
@@ -223,6 +242,8 @@ async function showRun(runId) {
   const paint = () => {
     frame = 0;
     if (run.terminal && !resultRead && root.dataset.mode !== "replay") readResult();
+    if (root.dataset.mode !== "replay" && [...dirty].some((key) => key !== "run")) wantTimeline(run.terminal);
+    else if (run.terminal && root.dataset.mode !== "replay") wantTimeline(true);
     view.update(run, dirty);
     dirty = new Set();
     if (replayState) { // said with the paint that shows it, never before
@@ -270,7 +291,7 @@ async function showRun(runId) {
   let player = null;
   follower.start();
   schedule(); // the header's buttons are right before the first message arrives (a created run sends none)
-  leave = () => { follower.stop(); if (player) player.stop(); if (frame) cancelAnimationFrame(frame); };
+  leave = () => { follower.stop(); if (player) player.stop(); if (frame) cancelAnimationFrame(frame); clearTimeout(timelineTimer); };
 
   async function startReplay() {
     root.dataset.mode = "replay";

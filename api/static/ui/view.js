@@ -5,6 +5,7 @@ import { renderMarkdown } from "./markdown.js";
 import { visitsInOrder } from "./model.js";
 import { outputFields } from "./output.js";
 import { GraphView } from "./graph.js";
+import { TimelineView, duration, tokens } from "./timeline.js";
 
 /** The run page: call `update(run, changed)` after applying messages, `reset()` before a rebuild. */
 export class RunView {
@@ -20,7 +21,9 @@ export class RunView {
     this.events = h("ol", { class: "event-log", id: "event-log" });
     this.eventCount = h("span", {}, "0");
     this.graph = new GraphView({ onPick: (nodeId) => this.revealNode(nodeId) });
-    root.append(this.askfor, h("div", { class: "overview" }, this.graph.element), h("div", { class: "layout" }, this.visits, h("aside", { class: "side" },
+    this.timeline = new TimelineView({ onPick: (visitUuid) => this.reveal(visitUuid) });
+    this.timings = new Map();
+    root.append(this.askfor, h("div", { class: "overview" }, this.graph.element, this.timeline.element), h("div", { class: "layout" }, this.visits, h("aside", { class: "side" },
       this.outcome, this.todo, this.decisions,
       h("details", { class: "panel" }, h("summary", {}, "Event log (", this.eventCount, ")"),
         h("p", { class: "muted" }, "Ids are the run's event positions; events the stream does not carry (the run's creation and start, model calls, answers) leave gaps."), this.events),
@@ -50,12 +53,30 @@ export class RunView {
     Object.assign(this.root.dataset, { status: run.status, lastEventId: run.lastId, terminal: run.terminal });
   }
 
+  /** Show a `GET /runs/{runId}/timeline` answer: the timeline panel, and each card's duration and tokens. */
+  showTimeline(timeline) {
+    this.timeline.show(timeline);
+    for (const visit of timeline.visits) {
+      this.timings.set(visit.visitUuid, visit);
+      const card = this.cards.get(visit.visitUuid);
+      if (card) card.timing.textContent = timingText(visit);
+    }
+  }
+
   /** Open a node's latest visit card and bring it into view; its other visits' cards are marked too. */
   revealNode(nodeId) {
     const visits = visitsInOrder(this.run).filter((v) => v.nodeId === nodeId);
     for (const card of this.cards.values()) card.element.classList.toggle("picked", card.visit.nodeId === nodeId);
-    if (!visits.length) return;
-    const card = this.cards.get(visits.at(-1).visitUuid);
+    if (visits.length) this.open(this.cards.get(visits.at(-1).visitUuid));
+  }
+
+  /** Open one visit's card and bring it into view. */
+  reveal(visitUuid) {
+    for (const card of this.cards.values()) card.element.classList.toggle("picked", card.visit.visitUuid === visitUuid);
+    if (this.cards.has(visitUuid)) this.open(this.cards.get(visitUuid));
+  }
+
+  open(card) {
     card.details.open = true;
     card.element.scrollIntoView({ block: "start" });
     card.summary.focus({ preventScroll: true });
@@ -79,7 +100,8 @@ export class RunView {
       const body = h("div", { class: "visit-body" });
       const details = h("details", { open: true }, summary, body);
       card = { element: h("article", { class: "visit" }, details), details, summary, body, status: "RUNNING",
-        toggled: new Map() };
+        toggled: new Map(), timing: h("span", { class: "visit-timing muted" }) };
+      if (this.timings.has(visit.visitUuid)) card.timing.textContent = timingText(this.timings.get(visit.visitUuid));
       body.addEventListener("click", (event) => { // what the reader opened or closed stays so across repaints
         const inner = event.target.closest("summary")?.parentElement;
         if (!inner || !inner.dataset.key) return;
@@ -99,6 +121,7 @@ export class RunView {
       h("span", { class: "visit-label" }, visit.nodeLabel),
       h("span", { class: "muted" }, ` ${visit.nodeType}${visit.iterSeq ? ` · visit ${visit.iterSeq}` : ""}`),
       badge(visit.status), visit.copied ? h("span", { class: "badge badge-copied", title: "copied from the source run" }, "copied") : null,
+      card.timing,
     ].filter(Boolean));
     card.body.replaceChildren(...visitBody(visit, card.toggled, this.fieldsOptions(run)), ...this.forkButton(visit));
   }
@@ -188,6 +211,13 @@ export class RunView {
     }
     this.outcome.replaceChildren(...parts);
   }
+}
+
+function timingText(visit) {
+  const parts = [duration(visit.durationMs)];
+  if (visit.waitingMs) parts.push(`waited ${duration(visit.waitingMs)}`);
+  if (visit.usage.promptTokens || visit.usage.completionTokens) parts.push(tokens(visit.usage));
+  return ` ${parts.join(" · ")}`;
 }
 
 function usageLine(usage) {
