@@ -77,7 +77,8 @@ export async function runOrigin(runId) {
   } finally {
     reader.cancel().catch(() => {});
   }
-  const [created, second] = text.split("\n").filter((line) => line.trim()).map((line) => JSON.parse(line));
+  // only the first two lines: the rest of what arrived may end mid-line
+  const [created, second] = text.split("\n").slice(0, 2).filter((line) => line.trim()).map((line) => JSON.parse(line));
   const fork = second && second.type === "RunForked" ? {
     sourceRunId: second.source_run_id.replaceAll("-", ""), visitUuid: second.source_visit_uuid,
     position: second.source_position, rerun: second.rerun, copiedUpTo: 2 + second.copied_positions.length,

@@ -208,23 +208,30 @@ async function showRun(runId) {
     dirty.add("run");
     schedule();
   }).catch(() => {}); // a workflow gone from the catalogue: its outputs are shown without their declared types
-  let timelineTimer = 0;
-  let timelineDone = false;
-  const readTimeline = async () => { // a finished run's once; a live run's again at most every 2 s while it changes
-    timelineTimer = 0;
+  // The timeline: a finished run's is read once; a live run's again after something changed, at most every
+  // 2 s (or four times as long as the last read took), never two reads at once, and once more at its end.
+  const timeline = { timer: 0, busy: false, done: false, again: false, gap: 2000 };
+  const readTimeline = async () => {
+    Object.assign(timeline, { timer: 0, busy: true, again: false });
+    const started = performance.now();
     try {
-      const timeline = await data(`/runs/${encodeURIComponent(runId)}/timeline`);
-      timelineDone = timelineDone || Boolean(timeline.completedAt);
-      view.showTimeline(timeline);
+      const answer = await data(`/runs/${encodeURIComponent(runId)}/timeline`);
+      timeline.done = timeline.done || Boolean(answer.completedAt);
+      view.showTimeline(answer);
     } catch (error) {
-      timelineDone = true;
+      timeline.done = true;
       say(error.message, "error");
     }
+    timeline.gap = Math.max(2000, 4 * (performance.now() - started));
+    timeline.busy = false;
+    if (timeline.again) wantTimeline(timeline.again === "soon");
   };
   const wantTimeline = (soon) => {
-    if (timelineDone || (timelineTimer && !soon)) return;
-    clearTimeout(timelineTimer);
-    timelineTimer = setTimeout(readTimeline, soon ? 0 : 2000);
+    if (timeline.done) return;
+    if (timeline.busy) { timeline.again = soon ? "soon" : timeline.again || "later"; return; }
+    if (timeline.timer && !soon) return;
+    clearTimeout(timeline.timer);
+    timeline.timer = setTimeout(readTimeline, soon ? 0 : timeline.gap);
   };
   readTimeline();
   let replayState = null;
@@ -291,7 +298,7 @@ async function showRun(runId) {
   let player = null;
   follower.start();
   schedule(); // the header's buttons are right before the first message arrives (a created run sends none)
-  leave = () => { follower.stop(); if (player) player.stop(); if (frame) cancelAnimationFrame(frame); clearTimeout(timelineTimer); };
+  leave = () => { follower.stop(); if (player) player.stop(); if (frame) cancelAnimationFrame(frame); clearTimeout(timeline.timer); timeline.done = true; };
 
   async function startReplay() {
     root.dataset.mode = "replay";

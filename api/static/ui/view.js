@@ -7,6 +7,10 @@ import { outputFields } from "./output.js";
 import { GraphView } from "./graph.js";
 import { TimelineView, duration, tokens } from "./timeline.js";
 
+const SHOWN = 30;
+const MORE = 200;
+// A card shows its last SHOWN thinking turns and tool calls; each "Show earlier" adds MORE.
+
 /** The run page: call `update(run, changed)` after applying messages, `reset()` before a rebuild. */
 export class RunView {
   constructor(root, { onAnswer, onDownload, onFork = null }) {
@@ -36,6 +40,7 @@ export class RunView {
     this.visits.replaceChildren();
     this.events.replaceChildren();
     this.shownPause = undefined;
+    this.shownOutcome = undefined;
   }
 
   /** Show what changed: the visits in `changed` (a Set of visitUuids and "run"), the event log, the panels. */
@@ -78,6 +83,7 @@ export class RunView {
 
   open(card) {
     card.details.open = true;
+    if (card.stale) this.fillBody(card);
     card.element.scrollIntoView({ block: "start" });
     card.summary.focus({ preventScroll: true });
   }
@@ -100,7 +106,9 @@ export class RunView {
       const body = h("div", { class: "visit-body" });
       const details = h("details", { open: true }, summary, body);
       card = { element: h("article", { class: "visit" }, details), details, summary, body, status: "RUNNING",
-        toggled: new Map(), timing: h("span", { class: "visit-timing muted" }) };
+        toggled: new Map(), timing: h("span", { class: "visit-timing muted" }), stale: true, turns: new Map(),
+        shown: { thinking: SHOWN, tools: SHOWN } };
+      details.addEventListener("toggle", () => { if (details.open && card.stale) this.fillBody(card); });
       if (this.timings.has(visit.visitUuid)) card.timing.textContent = timingText(this.timings.get(visit.visitUuid));
       body.addEventListener("click", (event) => { // what the reader opened or closed stays so across repaints
         const inner = event.target.closest("summary")?.parentElement;
@@ -123,7 +131,14 @@ export class RunView {
       badge(visit.status), visit.copied ? h("span", { class: "badge badge-copied", title: "copied from the source run" }, "copied") : null,
       card.timing,
     ].filter(Boolean));
-    card.body.replaceChildren(...visitBody(visit, card.toggled, this.fieldsOptions(run)), ...this.forkButton(visit));
+    card.stale = true; // a closed card's body is built when it is opened (a long run has thousands of entries)
+    if (card.details.open) this.fillBody(card);
+  }
+
+  fillBody(card) {
+    card.stale = false;
+    const more = (kind) => () => { card.shown[kind] += MORE; this.fillBody(card); };
+    card.body.replaceChildren(...visitBody(card, this.fieldsOptions(this.run), more), ...this.forkButton(card.visit));
   }
 
   /** "Fork from here" on a finished visit's card (live pages only). */
@@ -187,6 +202,10 @@ export class RunView {
   }
 
   showOutcome(run) {
+    const shown = [run.status, run.errorCode, run.erased, run.erasedAt, run.error, run.remoteWorkMayBeRunning, run.usage,
+      run.output, run.files, run.terminal, this.outputTypes];
+    if (this.shownOutcome && shown.every((value, i) => value === this.shownOutcome[i])) return;
+    this.shownOutcome = shown;
     const parts = [h("h2", {}, "Run "), badge(run.status)];
     if (run.errorCode) parts.push(h("code", { class: "error-code" }, ` ${run.errorCode}`));
     if (run.erased) {
@@ -226,13 +245,28 @@ function usageLine(usage) {
     `Tokens (model calls and gateway runs): ${usage.promptTokens} prompt · ${usage.completionTokens} completion`);
 }
 
-function visitBody(visit, toggled, fields) {
+/** The last `shown` of `items` (each made by `make(item, index)`), after a button that shows `MORE` earlier ones. */
+function latest(items, shown, noun, make, more) {
+  const from = Math.max(0, items.length - shown);
+  const earlier = from ? [h("button", { type: "button", class: "show-earlier", onclick: more },
+    `Show ${Math.min(from, MORE)} earlier ${noun} (${from} not shown)`)] : [];
+  return [...earlier, ...items.slice(from).map((item, i) => make(item, from + i))];
+}
+
+function visitBody(card, fields, more) {
+  const { visit, toggled } = card;
   const opened = (key, byDefault) => (toggled.has(key) ? toggled.get(key) : byDefault);
   const parts = [];
   if (visit.statusText) parts.push(h("p", { class: "status-text", role: "status" }, visit.statusText));
-  if (visit.thinking.length) parts.push(h("h3", {}, "Thinking"), ...visit.thinking.map(thinkingTurn));
+  if (visit.thinking.length) {
+    parts.push(h("h3", {}, "Thinking"), ...latest(visit.thinking, card.shown.thinking, "turns",
+      (text, i) => thinkingTurn(card.turns, text, i), more("thinking")));
+  }
   if (visit.todo) parts.push(h("h3", {}, "TODO"), todoList(visit.todo));
-  if (visit.tools.length) parts.push(h("h3", {}, "Tool calls"), ...visit.tools.map((call, i) => toolCard(call, opened(`tool-${i}`, call.open), `tool-${i}`)));
+  if (visit.tools.length) {
+    parts.push(h("h3", {}, "Tool calls"), ...latest(visit.tools, card.shown.tools, "tool calls",
+      (call, i) => toolCard(call, opened(`tool-${i}`, call.open), `tool-${i}`), more("tools")));
+  }
   if (visit.steps.length) {
     const open = opened("steps", false); // the list is built only while it is open (a visit may have thousands)
     parts.push(h("details", { class: "steps", open, dataset: { key: "steps" } },
@@ -243,10 +277,14 @@ function visitBody(visit, toggled, fields) {
   return parts;
 }
 
-function thinkingTurn(text, index) {
-  const turn = h("div", { class: "thinking", dataset: { turn: index + 1 } });
-  renderMarkdown(turn, text);
-  return turn;
+/** One model turn's thinking as Markdown, rendered again only when its text grew. */
+function thinkingTurn(cache, text, index) {
+  const known = cache.get(index);
+  if (known && known.text === text) return known.element;
+  const element = h("div", { class: "thinking", dataset: { turn: index + 1 } });
+  renderMarkdown(element, text);
+  cache.set(index, { text, element });
+  return element;
 }
 
 function stepList(visit) {
