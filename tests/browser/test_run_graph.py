@@ -4,34 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.browser.support import (
-    WAIT_MS,
-    create_run,
-    open_run,
-    shot,
-    sign_in,
-    stream_ids,
-    wait_until_ended,
-)
+from tests.browser.support import WAIT_MS, both_sizes, create_run, open_ended_run, open_run, shot, sign_in
 from tests.support.server import RunningServer
-
-
-async def both_sizes(page: Any, name: str, store: str) -> None:
-    """Screenshots of the page at 1400x1000 and at 390x844 (it stays at the phone size)."""
-    await page.set_viewport_size({"width": 1400, "height": 1000})
-    await shot(page, name, store)
-    await page.set_viewport_size({"width": 390, "height": 844})
-    await shot(page, f"{name}-phone", store)
 
 
 async def test_a_finished_report_draws_every_node_and_edge_and_a_click_opens_the_nodes_card(
     page: Any, viewer_server: RunningServer, store: str
 ) -> None:
-    run_id = await create_run(viewer_server, "demo-report")
-    await stream_ids(viewer_server, "demo-report", run_id)
-    await sign_in(page, viewer_server.base_url)
-    await open_run(page, viewer_server.base_url, run_id)
-    await wait_until_ended(page)
+    run_id, _ = await open_ended_run(page, viewer_server, "demo-report")
     graph = page.get_by_role("region", name="Workflow graph")
     await graph.locator('.node[data-node-id="report"][data-status="SUCCESS"]').wait_for(timeout=WAIT_MS)
     await both_sizes(page, "graph-report", store)
@@ -53,11 +33,7 @@ async def test_a_finished_report_draws_every_node_and_edge_and_a_click_opens_the
 async def test_an_agentic_run_shows_revisits_its_loop_and_the_planners_path(
     page: Any, viewer_server: RunningServer, store: str
 ) -> None:
-    run_id = await create_run(viewer_server, "demo-agentic")
-    await stream_ids(viewer_server, "demo-agentic", run_id)
-    await sign_in(page, viewer_server.base_url)
-    await open_run(page, viewer_server.base_url, run_id)
-    await wait_until_ended(page)
+    run_id, _ = await open_ended_run(page, viewer_server, "demo-agentic")
     graph = page.get_by_role("region", name="Workflow graph")
     draft = graph.locator('.node[data-node-id="draft"]')
     await graph.locator('.node[data-visits="2"]').wait_for(timeout=WAIT_MS)

@@ -4,18 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.browser.support import WAIT_MS, create_run, open_run, shot, sign_in, stream_ids, wait_until_ended
+from tests.browser.support import WAIT_MS, open_ended_run, shot
 from tests.support.server import RunningServer
 
 
 async def test_a_report_shows_its_outputs_as_fields_with_lists_links_and_files_not_the_envelope(
     page: Any, viewer_server: RunningServer, store: str
 ) -> None:
-    run_id = await create_run(viewer_server, "demo-report", topic="tides")
-    await stream_ids(viewer_server, "demo-report", run_id)
-    await sign_in(page, viewer_server.base_url)
-    await open_run(page, viewer_server.base_url, run_id)
-    await wait_until_ended(page)
+    run_id, _ = await open_ended_run(page, viewer_server, "demo-report", topic="tides")
     outcome = page.locator(".outcome .fields").first
     await outcome.locator('dd[data-field="reportFile"] a.file-link').wait_for(timeout=WAIT_MS)
     await page.set_viewport_size({"width": 1400, "height": 1000})
@@ -39,10 +35,7 @@ async def test_a_report_shows_its_outputs_as_fields_with_lists_links_and_files_n
 async def test_each_model_turn_of_a_visit_keeps_its_own_thinking(
     page: Any, viewer_server: RunningServer, store: str
 ) -> None:
-    run_id = await create_run(viewer_server, "demo-report", topic="tides")
-    await sign_in(page, viewer_server.base_url)
-    await open_run(page, viewer_server.base_url, run_id)
-    await wait_until_ended(page)
+    run_id, _ = await open_ended_run(page, viewer_server, "demo-report", topic="tides")
     research = page.locator('.visit[data-node-id="research"]')
     await research.locator("summary").first.click()
     turns = research.locator(".thinking")
@@ -58,11 +51,7 @@ async def test_each_model_turn_of_a_visit_keeps_its_own_thinking(
 async def test_replay_and_the_event_log_count_the_same_messages(
     page: Any, viewer_server: RunningServer, store: str
 ) -> None:
-    run_id = await create_run(viewer_server, "demo-report", topic="tides")
-    ids = await stream_ids(viewer_server, "demo-report", run_id)
-    await sign_in(page, viewer_server.base_url)
-    await open_run(page, viewer_server.base_url, run_id)
-    await wait_until_ended(page)
+    run_id, ids = await open_ended_run(page, viewer_server, "demo-report", topic="tides")
     await page.get_by_role("button", name="Replay").click()
     await page.get_by_role("button", name="Play max").click()
     await page.locator('#run[data-replay-done="true"]').wait_for(timeout=WAIT_MS)

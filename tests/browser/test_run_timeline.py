@@ -9,8 +9,17 @@ from typing import Any
 import pytest
 
 from engine.llm.config import ModelPrice
-from tests.browser.support import WAIT_MS, create_run, open_run, run_result, shot, sign_in, wait_until_ended
-from tests.browser.test_run_graph import both_sizes
+from tests.browser.support import (
+    WAIT_MS,
+    both_sizes,
+    create_run,
+    open_ended_run,
+    open_run,
+    run_result,
+    shot,
+    sign_in,
+    wait_until_ended,
+)
 from tests.support.engine_runs import engine_settings
 from tests.support.server import RunningServer
 
@@ -27,10 +36,7 @@ async def priced_server(store: str, tmp_path: Path) -> AsyncIterator[RunningServ
 async def test_a_finished_run_shows_a_bar_per_visit_with_its_tokens_and_the_runs_cost(
     page: Any, priced_server: RunningServer, store: str
 ) -> None:
-    run_id = await create_run(priced_server, "demo-report")
-    await sign_in(page, priced_server.base_url)
-    await open_run(page, priced_server.base_url, run_id)
-    await wait_until_ended(page)
+    run_id, _ = await open_ended_run(page, priced_server, "demo-report")
     timeline = page.get_by_role("region", name="Timeline")
     rows = timeline.locator("li[data-visit-uuid]")
     await timeline.locator('.run-tokens:not([data-cost=""])').wait_for(timeout=WAIT_MS)
