@@ -324,7 +324,7 @@ async function showRun(runId) {
     });
     scrubber.addEventListener("input", () => player.seekCount(Number(scrubber.value)));
     replayBar.replaceChildren(h("h2", {}, "Replay from the log"), h("div", { class: "replay-controls" }, ...playButtons, pauseButton),
-      h("label", { for: "scrubber" }, "Timeline"), scrubber, position,
+      h("label", { for: "scrubber" }, "Position in the log"), scrubber, position,
       h("form", { class: "jump", onsubmit: (e) => { e.preventDefault(); player.seek(Number(jump.value || 0)); } },
         h("label", { for: "jump-id" }, "Jump to event id"), jump, h("button", { type: "submit" }, "Jump")),
       h("button", { type: "button", onclick: () => { leave(); route(); } }, "Back to live"));
