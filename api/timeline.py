@@ -13,6 +13,7 @@ from litestar.di import Provide
 
 from api.dependencies import Injected, run_by_id
 from api.envelope import Envelope, ok
+from api.events import PAGE_EVENTS
 from api.paths import RUN_TIMELINE
 from api.schemas import RunTimelineView, TimedTokens, VisitTimeView, WaitView, error_responses
 from engine.llm.config import ModelPrice
@@ -76,6 +77,18 @@ def timeline_view(run_id: str, timeline: RunTimeline, prices: Mapping[str, Model
     )
 
 
+async def read_timeline(runs: RunService, run: HotRun) -> RunTimeline:
+    """The run's timeline, folded from its log a page of events at a time (each store read stays small)."""
+    timeline, after = RunTimeline(), 0
+    while page := await runs.events(run.run_id, after=after, limit=PAGE_EVENTS):
+        for event in page:
+            timeline.apply(event)
+        after = page[-1].originator_version
+        if len(page) < PAGE_EVENTS:
+            break
+    return timeline
+
+
 class RunTimelineController(Controller):
     """A run's visits in time, with their tokens and cost."""
 
@@ -98,6 +111,6 @@ class RunTimelineController(Controller):
         self, run: Injected[HotRun], runs: Injected[RunService], settings: Injected[Settings],
     ) -> Envelope[RunTimelineView]:
         """The run's timeline as of now."""
-        timeline = RunTimeline.of(await runs.events(run.run_id))
+        timeline = await read_timeline(runs, run)
         prices = {price.model: price for price in settings.engine.model_prices}
         return ok(timeline_view(run.run_id.hex, timeline, prices, datetime.now(UTC)))

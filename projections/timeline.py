@@ -5,7 +5,7 @@ A pure fold of the run's events (`RunTimeline.apply`), read by `GET /runs/{runId
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -55,14 +55,6 @@ class RunTimeline:
         self.visits: dict[str, VisitTime] = {}
         self.tokens: dict[str, list[int]] = {}
         self._asked: dict[str, Wait] = {}
-
-    @classmethod
-    def of(cls, events: Iterable[ev.RunEvent]) -> RunTimeline:
-        """The timeline of these events."""
-        timeline = cls()
-        for event in events:
-            timeline.apply(event)
-        return timeline
 
     def apply(self, event: ev.RunEvent) -> None:
         """Fold one event in (events of other types change nothing)."""
