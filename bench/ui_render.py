@@ -93,9 +93,12 @@ SCROLL = """async () => {
   log.closest("details").open = true;
   log.scrollIntoView();
   await scroll((f) => { log.scrollTop = f * (log.scrollHeight - log.clientHeight); }, 60);
+  log.closest("details").open = false;
+  window.scrollTo(0, 0);
   return gaps;
 }"""
-"""Scroll the page to its end, then the event log (open) to its end, one step a frame: each frame's length (ms)."""
+"""Scroll the page to its end, then the event log (open) to its end, one step a frame: each frame's length (ms).
+The log is closed again after, as a reader who opened it would find the replay with it closed."""
 
 
 async def measure(base_url: str, run_id: str, last: int, repeat: int) -> dict[str, list[float]]:
