@@ -128,6 +128,7 @@ async def measure(base_url: str, run_id: str, last: int, repeat: int) -> dict[st
                 requestAnimationFrame(() => setTimeout(() => resolve((performance.now() - start) / 1000)));
             })"""))
             await page.get_by_role("button", name="Replay").click()
+            await page.get_by_role("button", name="Play max").wait_for(timeout=300_000)  # after the events' times
             start = time.perf_counter()
             await page.get_by_role("button", name="Play max").click()
             await page.locator('#run[data-replay-done="true"]').wait_for(timeout=300_000)
