@@ -14,6 +14,7 @@ from api.listing import RunListController
 from api.runs import RunController
 from api.schemas_route import workflow_schema
 from api.streams import RunStreamController
+from api.timeline import RunTimelineController
 from api.ui import to_the_viewer, ui_router
 from api.workflows import WorkflowController
 
@@ -22,6 +23,7 @@ CONTROLLERS: list[ControllerRouterHandler] = [
     readiness,
     AuditController,
     RunEventsController,
+    RunTimelineController,
     WorkflowController,
     workflow_schema,
     RunController,

@@ -122,6 +122,83 @@ class WorkflowOutputView(Camel):
     description: str
 
 
+class GraphNodeView(Camel):
+    """One node of a workflow's graph: its id, type and label (the label is the id when the definition has none)."""
+
+    id: str
+    type: str
+    label: str
+
+
+class GraphEdgeView(Camel):
+    """One edge of a workflow's graph, with its condition (null: always taken)."""
+
+    source: str
+    target: str
+    condition: str | None
+
+
+class WorkflowGraph(Camel):
+    """`GET /workflows/{workflowName}/graph`: the nodes and edges of the workflow's current version, in definition
+    order, with its mode and start node (null: a DAG starts at every node without an incoming edge)."""
+
+    workflow_name: str
+    version: int
+    mode: str
+    start_node_id: str | None
+    nodes: list[GraphNodeView]
+    edges: list[GraphEdgeView]
+
+
+class TimedTokens(Camel):
+    """Tokens and their cost: `cost` is null unless FLOWTRAIL_MODEL_PRICES prices every model (or gateway) that used
+    some, in one `currency` (null when there is no cost)."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float | None
+    currency: str | None
+
+
+class WaitView(Camel):
+    """A question a visit asked: when, and when it was answered (null: not yet)."""
+
+    asked_at: str
+    answered_at: str | None
+
+
+class VisitTimeView(Camel):
+    """One visit on the run's timeline: when it started and ended (null: not yet), the time it ran (`durationMs`, to
+    `asOf` while it runs), the part of that spent waiting for answers (`waitingMs`), its waits and its tokens."""
+
+    visit_uuid: str
+    node_id: str
+    node_label: str
+    iter_seq: int
+    status: str
+    started_at: str | None
+    completed_at: str | None
+    duration_ms: int | None
+    waiting_ms: int
+    waits: list[WaitView]
+    usage: TimedTokens
+    models: list[str]
+
+
+class RunTimelineView(Camel):
+    """`GET /runs/{runId}/timeline`: the run's times, its tokens and cost (the planner's calls included) and its
+    visits in card order (sortOrder), measured as of `asOf` (the server's clock)."""
+
+    run_id: str
+    as_of: str
+    created_at: str | None
+    started_at: str | None
+    completed_at: str | None
+    duration_ms: int | None
+    usage: TimedTokens
+    visits: list[VisitTimeView]
+
+
 class WorkflowView(Camel):
     """One workflow the caller may run."""
 

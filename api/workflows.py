@@ -7,7 +7,16 @@ from litestar import Controller, get
 from api.dependencies import Injected, visible_workflow
 from api.envelope import Envelope, ok
 from api.paths import WORKFLOWS
-from api.schemas import WorkflowInputView, WorkflowNameInPath, WorkflowOutputView, WorkflowView, error_responses
+from api.schemas import (
+    GraphEdgeView,
+    GraphNodeView,
+    WorkflowGraph,
+    WorkflowInputView,
+    WorkflowNameInPath,
+    WorkflowOutputView,
+    WorkflowView,
+    error_responses,
+)
 from domain.catalogue import WorkflowEntry
 from domain.workflow import workflow_inputs, workflow_outputs
 from engine.access import ApiKey, may_use
@@ -31,6 +40,19 @@ def workflow_view(entry: WorkflowEntry) -> WorkflowView:
             WorkflowOutputView(name=o.name, type=o.type, description=o.description)
             for o in workflow_outputs(definition)
         ],
+    )
+
+
+def graph_view(entry: WorkflowEntry) -> WorkflowGraph:
+    """The workflow's nodes and edges as the run viewer draws them."""
+    definition = entry.definition
+    return WorkflowGraph(
+        workflow_name=entry.name,
+        version=entry.version,
+        mode=definition.mode,
+        start_node_id=definition.start_node_id,
+        nodes=[GraphNodeView(id=n.id, type=n.type, label=n.label or n.id) for n in definition.nodes],
+        edges=[GraphEdgeView(source=e.source, target=e.target, condition=e.condition) for e in definition.edges],
     )
 
 
@@ -63,3 +85,15 @@ class WorkflowController(Controller):
     ) -> Envelope[WorkflowView]:
         """The workflow by name, else numeric id, as listWorkflows shows it; 404 WORKFLOW_NOT_FOUND outside the key's scope."""
         return ok(workflow_view(visible_workflow(catalogue, caller, workflow_name)))
+
+    @get(
+        "/{workflowName:str}/graph",
+        operation_id="getWorkflowGraph",
+        summary="The nodes and edges of a workflow this API key may use",
+        responses=error_responses(404),
+    )
+    async def get_workflow_graph(
+        self, workflow_name: WorkflowNameInPath, caller: Injected[ApiKey], catalogue: Injected[Catalogue]
+    ) -> Envelope[WorkflowGraph]:
+        """The current version's graph (what the run viewer draws); 404 WORKFLOW_NOT_FOUND outside the key's scope."""
+        return ok(graph_view(visible_workflow(catalogue, caller, workflow_name)))

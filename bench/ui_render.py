@@ -1,4 +1,4 @@
-"""UI render: from opening a run's page (/ui/runs/{runId}) to its last card rendered, for a run of 5,000 events.
+"""UI render: from opening a run's page (/ui/runs/{runId}) to its first card and to its last, for a run of 50,000 events.
 
 The run is written through the service's own writer (as the engine writes): `--visits` agent
 visits, each with a thinking chunk every 10th chunk (consecutive thinking chunks would be merged
@@ -7,10 +7,12 @@ into one event, decision 4), a tool call and its result every 10th, a TODO updat
 headless Chromium (/usr/bin/chromium, driven by Playwright) at 1280x800 with the key already in
 session storage; the time runs from just before `goto` to the moment the page shows the run's
 terminal event (`#run[data-terminal=true][data-last-event-id=<last>]`, set by the same paint that
-renders the last card). Also measured: a replay of the whole run at max speed (click to the last
-card), and how long a click on a card's summary takes to paint (the page stays responsive).
+renders the last card); the first paint is the first visit card shown. Also measured: scrolling
+(the page from top to bottom, then the open event log of every message, one step a frame: the
+longest frame and the median), a replay of the whole run at max speed (click to the last card),
+and how long a click on a card's summary takes to paint (the page stays responsive).
 
-    python -m bench.ui_render [--store both|sqlite|postgres] [--events 5000] [--visits 10] [--repeat 3]
+    python -m bench.ui_render [--store both|sqlite|postgres] [--events 50000] [--visits 50] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -78,12 +80,33 @@ async def build_run(service: Service, events: int, visits: int) -> tuple[str, in
     return run_id.hex, writer.run.version
 
 
+SCROLL = """async () => {
+  const frame = () => new Promise(requestAnimationFrame);
+  const gaps = [];
+  const scroll = async (move, steps) => {
+    let last = await frame();
+    for (let i = 1; i <= steps; i++) { move(i / steps); const now = await frame(); gaps.push(now - last); last = now; }
+  };
+  const page = document.documentElement;
+  await scroll((f) => window.scrollTo(0, f * (page.scrollHeight - innerHeight)), 60);
+  const log = document.getElementById("event-log");
+  log.closest("details").open = true;
+  log.scrollIntoView();
+  await scroll((f) => { log.scrollTop = f * (log.scrollHeight - log.clientHeight); }, 60);
+  log.closest("details").open = false;
+  window.scrollTo(0, 0);
+  return gaps;
+}"""
+"""Scroll the page to its end, then the event log (open) to its end, one step a frame: each frame's length (ms).
+The log is closed again after, as a reader who opened it would find the replay with it closed."""
+
+
 async def measure(base_url: str, run_id: str, last: int, repeat: int) -> dict[str, list[float]]:
     """Open the run's page `repeat` times: seconds to the last card, to the end of a max-speed replay, for a click."""
     from playwright.async_api import async_playwright
 
     done = f'#run[data-terminal="true"][data-last-event-id="{last}"]'
-    times: dict[str, list[float]] = {"open": [], "replay": [], "click": []}
+    times: dict[str, list[float]] = {"first": [], "open": [], "replay": [], "click": [], "frame max": [], "frame median": []}
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         for _ in range(repeat):
@@ -92,14 +115,20 @@ async def measure(base_url: str, run_id: str, last: int, repeat: int) -> dict[st
             page = await context.new_page()
             start = time.perf_counter()
             await page.goto(f"{base_url}/ui/runs/{run_id}")
+            await page.locator(".visit").first.wait_for(timeout=300_000)
+            times["first"].append(time.perf_counter() - start)
             await page.locator(done).wait_for(timeout=300_000)
             times["open"].append(time.perf_counter() - start)
+            frames = await page.evaluate(SCROLL)
+            times["frame max"].append(max(frames) / 1000)
+            times["frame median"].append(median(frames) / 1000)
             times["click"].append(await page.evaluate("""() => new Promise(resolve => {
                 const start = performance.now();
                 document.querySelector('.visit summary').click();
                 requestAnimationFrame(() => setTimeout(() => resolve((performance.now() - start) / 1000)));
             })"""))
             await page.get_by_role("button", name="Replay").click()
+            await page.get_by_role("button", name="Play max").wait_for(timeout=300_000)  # after the events' times
             start = time.perf_counter()
             await page.get_by_role("button", name="Play max").click()
             await page.locator('#run[data-replay-done="true"]').wait_for(timeout=300_000)
@@ -129,18 +158,20 @@ async def run(kinds: list[str], events: int, visits: int, repeat: int) -> None:
                 store.drop()
         rows.append({
             "store": kind, "events": last, "visits": visits,
+            "open->first card ms": round(ms(median(times["first"])), 1),
             "open->last card ms (median)": round(ms(median(times["open"])), 1),
             "min": round(ms(min(times["open"])), 1), "max": round(ms(max(times["open"])), 1),
             "replay max ms": round(ms(median(times["replay"])), 1),
             "click->paint ms": round(ms(median(times["click"])), 1),
+            "scroll frame median/max ms": f"{ms(median(times['frame median'])):.0f}/{ms(max(times['frame max'])):.0f}",
         })
     print_table(f"UI render: a run of {events} events in headless Chromium, 1280x800 ({repeat} opens)", rows)
 
 
 def add_args(parser: argparse.ArgumentParser) -> None:
     """--events, --visits, --repeat."""
-    parser.add_argument("--events", type=int, default=5000)
-    parser.add_argument("--visits", type=int, default=10)
+    parser.add_argument("--events", type=int, default=50_000)
+    parser.add_argument("--visits", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=3)
 
 

@@ -22,7 +22,7 @@ from engine.access import DEMO_KEY, ApiKey, check_api_keys, read_key_file
 from engine.config import SettingsError, read_field, read_section, refuse_unknown_variables, setting, variables
 from engine.dispatch.settings import DispatchSettings
 from engine.hermes.gateways import HermesGateway, check_gateways
-from engine.llm.config import RESERVED_MODEL_IDS, ModelConfig
+from engine.llm.config import RESERVED_MODEL_IDS, ModelConfig, ModelPrice
 from engine.loopback import is_loopback
 from engine.store.url import parse_database_url
 from engine.webhooks.settings import WebhookSettings
@@ -138,6 +138,10 @@ class EngineSettings:
     models: Annotated[tuple[ModelConfig, ...], setting(
         "FLOWTRAIL_MODELS", "JSON list of OpenAI-compatible models `{\"id\", \"base_url\", \"model\", \"api_key_env\"}`; "
         "the key is read from the variable `api_key_env` names, never stored or logged",
+    )] = ()
+    model_prices: Annotated[tuple[ModelPrice, ...], setting(
+        "FLOWTRAIL_MODEL_PRICES", "JSON list of `{\"model\", \"input_per_1k\", \"output_per_1k\", \"currency\"}`: what a "
+        "model's (or a Hermes gateway's) tokens cost, per 1,000; the viewer and `GET /runs/{runId}/timeline` show costs",
     )] = ()
     default_model_id: Annotated[str, setting(
         "FLOWTRAIL_DEFAULT_MODEL", "model for nodes that name none (empty: the first configured model, else `scripted`)",

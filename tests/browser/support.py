@@ -84,6 +84,24 @@ async def shot(page: Any, name: str, store: str) -> None:
     await page.screenshot(path=str(SHOTS / f"{name}-{kind}.png"), full_page=True)
 
 
+async def open_ended_run(page: Any, server: RunningServer, workflow: str, **variables: Any) -> tuple[str, list[int]]:
+    """A run of a demo workflow, run to its end, its page opened after signing in: (run id, its stream's ids)."""
+    run_id = await create_run(server, workflow, **variables)
+    ids = await stream_ids(server, workflow, run_id)
+    await sign_in(page, server.base_url)
+    await open_run(page, server.base_url, run_id)
+    await wait_until_ended(page)
+    return run_id, ids
+
+
+async def both_sizes(page: Any, name: str, store: str) -> None:
+    """Screenshots of the page at 1400x1000 and at 390x844 (it stays at the phone size)."""
+    await page.set_viewport_size({"width": 1400, "height": 1000})
+    await shot(page, name, store)
+    await page.set_viewport_size({"width": 390, "height": 844})
+    await shot(page, f"{name}-phone", store)
+
+
 class CuttingProxy:
     """A loopback TCP proxy to a server that cuts the connection of the first stream response after some bytes."""
 

@@ -42,7 +42,7 @@ async def test_a_live_demo_report_is_watched_to_its_end_with_every_panel(
     assert await shown_ids(page) == await stream_ids(viewer_server, "demo-report", run_id)
     research = page.locator('.visit[data-node-id="research"]')
     await research.locator("summary").first.click()
-    assert await research.locator(".thinking").inner_text() != ""
+    assert await research.locator(".thinking").first.inner_text() != ""
     tools = research.locator(".tool")
     assert await tools.count() >= 2
     assert await research.locator('.tool[data-open="true"]').count() == 0
@@ -162,6 +162,15 @@ async def test_the_run_list_filters_by_status_pages_by_cursor_and_links_to_a_sha
     await page.wait_for_function("document.querySelectorAll('table.runs tbody tr[data-run-id]').length === 1")
     await page.set_viewport_size({"width": 390, "height": 844})
     await shot(page, "list-success-phone", store)
+    await page.get_by_label("SUCCESS").uncheck()
+    await page.get_by_role("button", name="Apply").click()
+    await rows.nth(19).wait_for(timeout=WAIT_MS)
+    await shot(page, "list-first-page-phone", store)
+    assert await page.evaluate("document.documentElement.scrollWidth") <= 390
+    assert await page.locator(".table-wrap").first.evaluate("wrap => wrap.scrollWidth <= wrap.clientWidth")
+    await page.get_by_label("SUCCESS").check()
+    await page.get_by_role("button", name="Apply").click()
+    await rows.nth(1).wait_for(state="detached", timeout=WAIT_MS)
 
     await page.locator(f'tr[data-run-id="{finished}"] a').focus()
     await page.keyboard.press("Enter")

@@ -61,7 +61,7 @@ export async function workflowOfRun(runId) {
   return (await runOrigin(runId)).workflowName;
 }
 
-/** What a run's first two stored events say: its workflow's name, and (a fork's `RunForked`) where it came from:
+/** What a run's first two stored events say: its workflow's name and version, and (a fork's `RunForked`) where it came from:
  * `{sourceRunId, visitUuid, position, rerun, copiedUpTo}`, the last the fork's position of its last copied event. */
 export async function runOrigin(runId) {
   const response = await call(`/runs/${encodeURIComponent(runId)}/events?after=0`);
@@ -77,12 +77,13 @@ export async function runOrigin(runId) {
   } finally {
     reader.cancel().catch(() => {});
   }
-  const [created, second] = text.split("\n").filter((line) => line.trim()).map((line) => JSON.parse(line));
+  // only the first two lines: the rest of what arrived may end mid-line
+  const [created, second] = text.split("\n").slice(0, 2).filter((line) => line.trim()).map((line) => JSON.parse(line));
   const fork = second && second.type === "RunForked" ? {
     sourceRunId: second.source_run_id.replaceAll("-", ""), visitUuid: second.source_visit_uuid,
     position: second.source_position, rerun: second.rerun, copiedUpTo: 2 + second.copied_positions.length,
   } : null;
-  return { workflowName: created.workflow_name, fork };
+  return { workflowName: created.workflow_name, workflowVersion: created.workflow_version, fork };
 }
 
 /** Save a binary answer as a file, fetched with the key header. */

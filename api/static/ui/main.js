@@ -150,9 +150,9 @@ async function showRun(runId) {
   document.title = `Run ${runId.slice(0, 8)} · flowtrail`;
   const root = h("div", { id: "run", class: "run", dataset: { runId, mode: "live" } });
   main.replaceChildren(root);
-  let workflowName, fork;
+  let workflowName, workflowVersion, fork;
   try {
-    ({ workflowName, fork } = await runOrigin(runId));
+    ({ workflowName, workflowVersion, fork } = await runOrigin(runId));
   } catch (error) {
     root.append(h("p", { class: "error-text", role: "alert" }, error.message));
     return;
@@ -202,6 +202,42 @@ async function showRun(runId) {
     onDownload: () => download(`${runPath}/workspace`, `${runId}-workspace.zip`).catch((e) => say(e.message, "error")),
     onFork: (visitUuid) => openNew(() => forkFrom(runPath, visitUuid))(),
   });
+  data(`/workflows/${encodeURIComponent(workflowName)}/graph`).then((graph) => {
+    view.graph.setGraph(graph, workflowVersion);
+    dirty.add("run");
+    schedule();
+  }).catch(() => {}); // no graph for a workflow gone from the catalogue: the cards say what happened
+  data(`/workflows/${encodeURIComponent(workflowName)}`).then((workflow) => { // declared output types: files are links
+    view.outputTypes = Object.fromEntries(workflow.outputs.map((o) => [o.name, o.type]));
+    dirty.add("run");
+    schedule();
+  }).catch(() => {}); // a workflow gone from the catalogue: its outputs are shown without their declared types
+  // The timeline: a finished run's is read once; a live run's again after something changed, at most every
+  // 2 s (or four times as long as the last read took), never two reads at once, and once more at its end.
+  const timeline = { timer: 0, busy: false, done: false, again: false, gap: 2000 };
+  const readTimeline = async () => {
+    Object.assign(timeline, { timer: 0, busy: true, again: false });
+    const started = performance.now();
+    try {
+      const answer = await data(`/runs/${encodeURIComponent(runId)}/timeline`);
+      timeline.done = timeline.done || Boolean(answer.completedAt);
+      view.showTimeline(answer);
+    } catch (error) {
+      timeline.done = true;
+      say(error.message, "error");
+    }
+    timeline.gap = Math.max(2000, 4 * (performance.now() - started));
+    timeline.busy = false;
+    if (timeline.again) wantTimeline(timeline.again === "soon");
+  };
+  const wantTimeline = (soon) => {
+    if (timeline.done) return;
+    if (timeline.busy) { timeline.again = soon ? "soon" : timeline.again || "later"; return; }
+    if (timeline.timer && !soon) return;
+    clearTimeout(timeline.timer);
+    timeline.timer = setTimeout(readTimeline, soon ? 0 : timeline.gap);
+  };
+  readTimeline();
   let replayState = null;
   let resultRead = false;
   const readResult = async () => { // usage and remote work are not in the stream: read them once the run ended
@@ -217,6 +253,8 @@ async function showRun(runId) {
   const paint = () => {
     frame = 0;
     if (run.terminal && !resultRead && root.dataset.mode !== "replay") readResult();
+    if (root.dataset.mode !== "replay" && [...dirty].some((key) => key !== "run")) wantTimeline(run.terminal);
+    else if (run.terminal && root.dataset.mode !== "replay") wantTimeline(true);
     view.update(run, dirty);
     dirty = new Set();
     if (replayState) { // said with the paint that shows it, never before
@@ -264,7 +302,7 @@ async function showRun(runId) {
   let player = null;
   follower.start();
   schedule(); // the header's buttons are right before the first message arrives (a created run sends none)
-  leave = () => { follower.stop(); if (player) player.stop(); if (frame) cancelAnimationFrame(frame); };
+  leave = () => { follower.stop(); if (player) player.stop(); if (frame) cancelAnimationFrame(frame); clearTimeout(timeline.timer); timeline.done = true; };
 
   async function startReplay() {
     root.dataset.mode = "replay";
@@ -272,7 +310,7 @@ async function showRun(runId) {
     replayButton.disabled = true;
     const times = await eventTimes(runId).catch(() => new Map());
     const last = received.length ? received.at(-1).id : 0;
-    const scrubber = h("input", { type: "range", id: "scrubber", min: 0, max: last, step: 1, value: 0 });
+    const scrubber = h("input", { type: "range", id: "scrubber", min: 0, max: received.length, step: 1, value: 0 });
     const position = h("output", { for: "scrubber", id: "replay-position" }, "0");
     const jump = h("input", { type: "number", id: "jump-id", min: 0, max: last, inputmode: "numeric" });
     const playButtons = Object.keys(SPEEDS).map((name) =>
@@ -284,13 +322,13 @@ async function showRun(runId) {
       onState: (state) => {
         replayState = state;
         schedule();
-        scrubber.value = String(state.at);
-        position.textContent = `event ${state.at} of ${state.last}`;
+        scrubber.value = String(state.shown); // messages, as the event log counts them; ids skip unstreamed events
+        position.textContent = `message ${state.shown} of ${state.count} · event id ${state.at} of ${state.last}`;
       },
     });
-    scrubber.addEventListener("input", () => player.seek(Number(scrubber.value)));
+    scrubber.addEventListener("input", () => player.seekCount(Number(scrubber.value)));
     replayBar.replaceChildren(h("h2", {}, "Replay from the log"), h("div", { class: "replay-controls" }, ...playButtons, pauseButton),
-      h("label", { for: "scrubber" }, "Timeline"), scrubber, position,
+      h("label", { for: "scrubber" }, "Position in the log"), scrubber, position,
       h("form", { class: "jump", onsubmit: (e) => { e.preventDefault(); player.seek(Number(jump.value || 0)); } },
         h("label", { for: "jump-id" }, "Jump to event id"), jump, h("button", { type: "submit" }, "Jump")),
       h("button", { type: "button", onclick: () => { leave(); route(); } }, "Back to live"));

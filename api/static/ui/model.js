@@ -16,8 +16,8 @@ function visitOf(run, data) {
   if (!visit) {
     visit = {
       visitUuid: data.visitUuid, nodeId: data.nodeId, nodeType: "", nodeLabel: data.nodeId, status: "RUNNING",
-      thinking: "", tools: [], todo: null, statusText: "", steps: [], output: null, error: null,
-      sortOrder: null, iterSeq: null, arrival: run.arrivals++, lastId: 0,
+      thinking: [], tools: [], todo: null, statusText: "", steps: [], output: null, error: null,
+      sortOrder: null, iterSeq: null, arrival: run.arrivals++, lastId: 0, lastKind: "",
     };
     run.visits.set(data.visitUuid, visit);
   }
@@ -29,7 +29,10 @@ function parseJson(text, fallback) {
 }
 
 const STREAM_KINDS = {
-  thinking(visit, data) { visit.thinking += data.content; },
+  thinking(visit, data) { // a model turn's thinking: chunks in a row join, anything between starts the next turn
+    if (visit.lastKind === "thinking" && visit.thinking.length) visit.thinking[visit.thinking.length - 1] += data.content;
+    else visit.thinking.push(data.content);
+  },
   status(visit, data) { visit.statusText = data.content; },
   step(visit, data) { visit.steps.push(data.content); },
   tool_call(visit, data) { visit.tools.push({ tool: data.toolName, args: data.content, result: null, progress: "", open: true }); },
@@ -85,6 +88,7 @@ const EVENTS = {
     const apply = STREAM_KINDS[data.kind];
     if (apply) apply(visit, { ...data, id }, run);
     else visit.steps.push(`${data.kind}: ${data.content}`);
+    visit.lastKind = data.kind;
     return visit.visitUuid;
   },
   visit_recorded(run, data) {

@@ -29,6 +29,11 @@ export class Player {
 
   get playing() { return this.timer !== null; }
 
+  /** Show the run as it was after its first `count` messages. */
+  seekCount(count) {
+    this.seek(count > 0 ? this.messages[Math.min(count, this.messages.length) - 1].id : 0);
+  }
+
   /** Show the run as it was right after event `id` (0: before anything). */
   seek(id) {
     this.pause();
@@ -61,7 +66,8 @@ export class Player {
   state() {
     const done = this.index >= this.messages.length;
     const at = this.index ? this.messages[this.index - 1].id : 0;
-    return { playing: this.playing, done, at, last: this.messages.length ? this.messages.at(-1).id : 0 };
+    return { playing: this.playing, done, at, last: this.messages.length ? this.messages.at(-1).id : 0,
+      shown: this.index, count: this.messages.length };
   }
 
   schedule() {
