@@ -187,9 +187,6 @@ async function showRun(runId) {
     h("a", { href: "/ui/", "data-route": true }, "All runs"), startButton, cancelButton, rerunButton, replayButton),
   ...(fork ? [originLine(fork)] : []), forks, replayBar);
   forks.load().catch(() => {});
-  const hooks = webhooksPanel(runPath);
-  root.append(hooks);
-  hooks.load().then(() => hooks.watch()).catch(() => hooks.watch());
   const view = new RunView(root, {
     onAnswer: async (clarifyId, answer) => {
       try {
@@ -202,6 +199,9 @@ async function showRun(runId) {
     onDownload: () => download(`${runPath}/workspace`, `${runId}-workspace.zip`).catch((e) => say(e.message, "error")),
     onFork: (visitUuid) => openNew(() => forkFrom(runPath, visitUuid))(),
   });
+  const hooks = webhooksPanel(runPath); // the delivery log, below the run it tells about
+  root.append(hooks);
+  hooks.load().then(() => hooks.watch()).catch(() => hooks.watch());
   data(`/workflows/${encodeURIComponent(workflowName)}/graph`).then((graph) => {
     view.graph.setGraph(graph, workflowVersion);
     dirty.add("run");
