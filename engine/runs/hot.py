@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from uuid import UUID
 
 from domain.events import RunEvent
+from engine.runs.raw_frames import EVENT, STREAM_TAG, stream_message
 from projections.sse import (
     TERMINAL_EVENTS,
     SseMessage,
@@ -34,6 +35,14 @@ FrameEncoder = Callable[[SseMessage], bytes]
 """Frames one message as the stream sends it (the HTTP edge's SSE framing, given to the hot runs)."""
 Wants = Callable[[str, str | None], bool]
 """A reader's filter: True when it wants a message of this event type about this node (None: the run)."""
+StoredRow = tuple[int, str, bytes]
+"""(position, stored tag, the event's JSON as stored) of one row of a run's log."""
+RowDecoder = Callable[[bytes, str, int], RunEvent]
+"""Decodes a stored row's JSON (state, tag, position) into its event."""
+KEPT_EVENTS = ("node_status", "visit_recorded")
+"""The event types of the messages a run renders from its state (a visit's end, its record): the ones it keeps.
+A reader refusing both for the run as a whole (node None) refuses them for every node (run-level messages pass
+a node filter), so its replay needs no fold of them."""
 BIG_MESSAGE_BYTES = 64 * 1024
 """A message this big starts a batch of its own (see `HotRun.frames_after`)."""
 
@@ -230,6 +239,20 @@ class HotRun:
                     out.append(item if isinstance(item, bytes) else self._frame(position, item))
             elif is_stateless(event) and (wants is None or wants(*message_topic(event))):
                 out.append(self._encode_frame(render_stateless(event, self._run_hex, self.sse.erased)))
+        return out
+
+    def replayed_rows(self, rows: Sequence[StoredRow], wants: Wants | None, decode: RowDecoder) -> list[bytes]:
+        """`replayed` for rows as stored: a stream piece is framed from its stored JSON, any other row decoded."""
+        out: list[bytes] = []
+        run_hex = self._run_hex.encode()
+        for position, tag, state in rows:
+            message = None
+            if tag == STREAM_TAG and not self.sse.erased and position not in self.kept:
+                message = stream_message(position, state, run_hex)
+            if message is None:
+                out.extend(self.replayed([decode(state, tag, position)], wants))
+            elif wants is None or wants(EVENT, message.node_id):
+                out.append(self._encode_frame(message))
         return out
 
     def full_index(self) -> VisitIndex | None:

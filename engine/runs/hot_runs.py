@@ -15,13 +15,13 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 from domain.events import RunErased, RunEvent
 from engine.clock import utcnow
 from engine.observability.metrics import REPLAY_READS
-from engine.runs.hot import FrameEncoder, HotRun, Wants
+from engine.runs.hot import KEPT_EVENTS, FrameEncoder, HotRun, StoredRow, Wants
 from projections.visits import VisitIndex
 
 
@@ -40,6 +40,18 @@ def _by_run(events: Sequence[RunEvent]) -> Mapping[UUID, Sequence[RunEvent]]:
 
 Reader = Callable[[UUID, int, "int | None"], Awaitable[list[RunEvent]]]
 LastPosition = Callable[[UUID], Awaitable[int]]
+
+
+class StoredRows(Protocol):
+    """A run's log as stored, for replays that frame stream pieces without decoding them."""
+
+    async def read_rows(self, stream_id: UUID, *, after: int = 0, limit: int | None = None) -> list[StoredRow]:
+        """(position, tag, JSON) of the stream's rows after `after`, in order (at most `limit`)."""
+        ...
+
+    def decode_row(self, state: bytes, topic: str, position: int) -> RunEvent:
+        """The event a stored row holds."""
+        ...
 FIRST_PAGE = 200
 LOAD_PAGE = 2000
 FOLD_SLICE = 250
@@ -52,9 +64,10 @@ class HotRuns:
 
     def __init__(
         self, read: Reader, last_position: LastPosition, *, max_frames: int, retention_seconds: float,
-        encode_frame: FrameEncoder,
+        encode_frame: FrameEncoder, rows: StoredRows | None = None,
     ) -> None:
         self._read = read
+        self._rows = rows
         self._last_position = last_position
         self._encode_frame = encode_frame
         self._max_frames = max_frames
@@ -157,8 +170,14 @@ class HotRuns:
         upto = hot.dropped_upto
         if cursor >= upto:
             return [], cursor
-        if cursor < hot.kept_missing_upto:
+        if cursor < hot.kept_missing_upto and (wants is None or any(wants(event, None) for event in KEPT_EVENTS)):
             await self._kept_back(hot)
+        if self._rows is not None:
+            rows = await self._rows.read_rows(hot.run_id, after=cursor, limit=min(limit, upto - cursor))
+            rows = [row for row in rows if row[0] <= upto]
+            if not rows:
+                return [], upto
+            return hot.replayed_rows(rows, wants, self._rows.decode_row), rows[-1][0]
         events = await self._read(hot.run_id, cursor, min(limit, upto - cursor))
         events = [event for event in events if event.originator_version <= upto]
         if not events:
