@@ -134,8 +134,9 @@ class Bench:
         self.base = host.info["base_url"]
         self.http = httpx.AsyncClient(base_url=self.base, headers={"X-API-Key": API_KEY}, timeout=300.0)
 
-    async def runs(self, name: str, count: int) -> dict[str, Any]:
-        """Create `count` runs, attach a client to each, start them all; the times and frames of each."""
+    async def runs(self, name: str, count: int, *, read_back: bool = True) -> dict[str, Any]:
+        """Create `count` runs, attach a client to each, start them all; the times and frames of each (and
+        each frame's delay, read back from the run's log, unless `read_back` is False)."""
         t_create = time.time()
         created = await asyncio.gather(*(self.http.post(f"/api/v1/workflows/{name}/runs", json={}) for _ in range(count)))
         run_ids = [r.raise_for_status().json()["data"]["runId"] for r in created]
@@ -152,7 +153,7 @@ class Bench:
         t_start = await asyncio.gather(*(start(r) for r in run_ids))
         clients = (await call.result(timeout=1200))["clients"]
         cpu1 = cpu_seconds(self.host.pid)
-        logs = await asyncio.gather(*(self.http.get(f"/api/v1/runs/{r}/events") for r in run_ids))
+        logs = await asyncio.gather(*(self.http.get(f"/api/v1/runs/{r}/events") for r in run_ids)) if read_back else []
         delays: list[float] = []
         for got, log in zip(clients, logs):
             stamps = _timestamps(log.raise_for_status().text)
@@ -211,13 +212,18 @@ async def measure(
         for key, rate in (await replay_rates(bench, "e2e-one", runs)).items():
             add(key, rate)
     if "kept" in cases:
+        await bench.runs("e2e-one-small", 10, read_back=False)  # caches and allocator arenas at their high-water mark
         await bench.host.call("gc", trim=True)
         before = rss_kib(bench.host.pid)["VmRSS"]
         for _ in range(kept_runs // 10):
-            await bench.runs("e2e-one-small", 10)
+            await bench.runs("e2e-one-small", 10, read_back=False)
+        await asyncio.sleep(1.0)
+        as_is = rss_kib(bench.host.pid)["VmRSS"]
         await bench.host.call("gc", trim=True)
         after = rss_kib(bench.host.pid)["VmRSS"]
-        add("kept", (after - before) * 1024 / (kept_runs // 10 * 10 * fleet_n))
+        events = kept_runs // 10 * 10 * fleet_n
+        add("kept_rss", (as_is - before) * 1024 / events)
+        add("kept", (after - before) * 1024 / events)
     return {key: median(values) for key, values in figures.items()}
 
 
@@ -249,7 +255,8 @@ ROWS = [
     ("replay", "finished run of {n} events read whole from the store, types=node_stream: events/s", 100000, True),
     ("replay_all", "same, unfiltered: node_stream events/s", 100000, True),
     ("cpu", "server CPU per event us (one run, N={n})", 40, False),
-    ("kept", "memory kept after {r} finished runs of {m} events, B/event", 100, False),
+    ("kept_rss", "RSS growth after {r} finished runs of {m} events, as is (no gc, no trim), B/event", 100, False),
+    ("kept", "same after gc.collect() and malloc_trim, B/event", 100, False),
 ]
 
 

@@ -64,7 +64,8 @@ class StreamSettings:
         ge=5000,
     )] = 10_000
     hot_retention_seconds: Annotated[float, setting(
-        "FLOWTRAIL_HOT_RETENTION_SECONDS", "how long an idle run's projections stay in memory", ge=0,
+        "FLOWTRAIL_HOT_RETENTION_SECONDS", "how long an idle run's projections stay in memory (a finished run leaves "
+        "as soon as no stream reads it and no writer holds it; this applies to one loaded again by a read)", ge=0,
     )] = 1800.0
     max_stream_seconds: Annotated[float, setting(
         "FLOWTRAIL_MAX_STREAM_SECONDS", "a stream connection is closed after this long (resume with `Last-Event-ID`)",

@@ -76,6 +76,8 @@ class HotRun:
         self._watchers = 0
         self._writers = 0
         self.touched = time.monotonic()
+        self.on_released: Callable[[HotRun], None] | None = None
+        """Told when the last reader or writer of the finished run left (its holder forgets it)."""
         self._changed = asyncio.Event()
 
     @property
@@ -108,17 +110,24 @@ class HotRun:
         self._release_if_finished()
 
     def _release_if_finished(self) -> None:
-        """Drop the frames of a finished run nobody reads or writes, but its terminal message.
+        """The last reader or writer left: a finished run drops its frames (`drop_frames_if_finished`) and its
+        holder is told (`on_released`: it forgets the run, whose next reader loads it from the store)."""
+        if self.drop_frames_if_finished() and self.on_released is not None:
+            self.on_released(self)
+
+    def drop_frames_if_finished(self) -> bool:
+        """Drop the frames of a finished run nobody reads or writes, but its terminal message; True if it is such a run.
 
         The store serves them to any later reader (a stream whose cursor is before the cut
         reads the store, exactly as for frames dropped from a long run), so resume stays exact.
         """
         if self.terminal_id is None or self._watchers or self._writers or not self.complete:
-            return
+            return False
         self._cut(bisect.bisect_left(self.ids, self.terminal_id))
         if self.dropped_upto > self.kept_missing_upto:
             self.kept = {position: kept for position, kept in self.kept.items() if position > self.dropped_upto}
             self.kept_missing_upto = self.dropped_upto
+        return True
 
     def _cut(self, cut: int) -> None:
         """Drop the first `cut` frames; the store serves them from now on."""

@@ -21,6 +21,7 @@ from uuid import UUID
 from domain.events import RunErased, RunEvent
 from engine.clock import utcnow
 from engine.observability.metrics import REPLAY_READS
+from engine.runs.heap import HeapTrim
 from engine.runs.hot import KEPT_EVENTS, FrameEncoder, HotRun, StoredRow, Wants
 from projections.visits import VisitIndex
 
@@ -68,6 +69,7 @@ class HotRuns:
     ) -> None:
         self._read = read
         self._rows = rows
+        self._heap = HeapTrim()
         self._last_position = last_position
         self._encode_frame = encode_frame
         self._max_frames = max_frames
@@ -99,6 +101,18 @@ class HotRuns:
     def find(self, run_id: UUID) -> HotRun | None:
         """The run if this process keeps it in memory (loaded or loading), else None; never reads the store."""
         return self._runs.get(run_id)
+
+    def _new(self, run_id: UUID) -> HotRun:
+        hot = HotRun(run_id, max_frames=self._max_frames, encode_frame=self._encode_frame)
+        hot.on_released = self._forget_released
+        return hot
+
+    def _forget_released(self, hot: HotRun) -> None:
+        """A finished run nobody reads or writes leaves memory whole, its fold too (what a finished run kept was
+        ~500 B an event, most of it its visits' logs); its next reader loads it from the store, exactly."""
+        if self._runs.get(hot.run_id) is hot and hot.run_id not in self._loading and hot.run_id not in self._refolding:
+            del self._runs[hot.run_id]
+            self._heap.soon()
 
     def forget(self, run_id: UUID) -> None:
         """Drop the run from memory at once (its next reader loads it from the store)."""
@@ -134,7 +148,7 @@ class HotRuns:
 
     def open(self, run_id: UUID) -> HotRun:
         """Register a brand-new run (its creator will publish its first events)."""
-        hot = HotRun(run_id, max_frames=self._max_frames, encode_frame=self._encode_frame)
+        hot = self._new(run_id)
         hot.complete = True
         self._runs[run_id] = hot
         return hot
@@ -218,7 +232,7 @@ class HotRuns:
             return hot
         loading = self._loading.get(run_id)
         if loading is None:
-            hot = hot or HotRun(run_id, max_frames=self._max_frames, encode_frame=self._encode_frame)
+            hot = hot or self._new(run_id)
             self._runs[run_id] = hot
             loading = asyncio.ensure_future(self._load(hot))
             self._loading[run_id] = loading
@@ -258,6 +272,7 @@ class HotRuns:
                 return None
             hot.complete = True
             hot.touched = time.monotonic()
+            hot.drop_frames_if_finished()  # a finished run loaded for a read keeps its fold for the retention time
             return hot
         except BaseException:
             self._runs.pop(run_id, None)

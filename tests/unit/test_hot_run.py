@@ -1,7 +1,8 @@
-"""A hot run hands out its frames in order, a big one in a batch of its own."""
+"""A hot run hands out its frames in order, a big one in a batch of its own; a finished one leaves memory and replays from the store."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import get_args
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from api.sse import encode_frame
 from domain.events import RUN_EVENT_TYPES
 from domain.vocabulary import StreamKind
+from engine.runs.heap import HeapTrim
 from engine.runs.hot import BIG_MESSAGE_BYTES, KEPT_EVENTS, HotRun
 from engine.runs.hot_runs import HotRuns
 from engine.runs.raw_frames import STREAM_TAG, stream_message
@@ -177,3 +179,37 @@ async def test_a_replay_that_refuses_the_kept_messages_reads_no_fold_of_them_and
         replayed, cursor = await hot_runs.replay(hot, 0, wants=wants)
         rest, _ = hot.frames_after(cursor, wants=wants)
     assert replayed + rest == everything and hot.kept_missing_upto > 0
+
+
+async def test_a_finished_run_leaves_memory_when_its_last_reader_goes_and_its_next_reader_loads_it_whole():
+    log = StoredLog(finished_run().events)
+    hot_runs = HotRuns(log.read, log.last_position, max_frames=10_000, retention_seconds=60, encode_frame=encode_frame,
+                       rows=log)
+    held = HotRun(RUN_ID, max_frames=10_000, encode_frame=encode_frame)
+    held.offer(log.events)
+    everything, _ = held.frames_after(0)
+    hot = hot_runs.open(RUN_ID)
+    hot_runs.writer_joined(RUN_ID)
+    with hot.watch():
+        hot.offer(log.events)
+        hot_runs.writer_left(RUN_ID)
+        assert hot_runs.is_hot(RUN_ID)
+    assert not hot_runs.is_hot(RUN_ID)
+    again = await hot_runs.get(RUN_ID)
+    assert again is not None and again is not hot and again.ids == [again.terminal_id] and hot_runs.is_hot(RUN_ID)
+    with again.watch():
+        replayed, cursor = await hot_runs.replay(again, 0)
+        rest, _ = again.frames_after(cursor)
+    assert replayed + rest == everything and again.summary.run == held.summary.run
+    assert not hot_runs.is_hot(RUN_ID)
+
+
+async def test_a_heap_trim_asked_for_many_times_runs_once_after_its_delay():
+    trims = []
+    heap = HeapTrim(delay=0.01, trim=trims.append)
+    for _ in range(5):
+        heap.soon()
+    await asyncio.sleep(0.05)
+    heap.soon()
+    await asyncio.sleep(0.05)
+    assert trims == [0, 0]
