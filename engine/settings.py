@@ -59,6 +59,10 @@ class StreamSettings:
     coalesce_ms: Annotated[float, setting(
         "FLOWTRAIL_COALESCE_MS", "window in which stream chunks of a visit are merged and appended together", ge=0,
     )] = 40.0
+    turn_ms: Annotated[float, setting(
+        "FLOWTRAIL_STREAM_TURN_MS", "how long one run's stream chunks may hold the event loop before they yield it "
+        "to other runs, streams and requests (0: after every chunk)", ge=0,
+    )] = 2.0
     hot_buffer_messages: Annotated[int, setting(
         "FLOWTRAIL_HOT_BUFFER_MESSAGES", "SSE messages kept in memory per run; older ones come from the store",
         ge=5000,
