@@ -4,9 +4,13 @@ Events reach a hot run from the local writer right after each save and, on Postg
 from the live tail; duplicates are dropped by position and gaps are filled from the store.
 
 A client behind the in-memory frames reads the store a page at a time (`HotRuns.replay`):
-stateless messages are rendered from their events, and the messages that needed the run's
-state (a visit's end, its record) are the hot run's own, kept when their frames are cut, so
-a lagging client holds one page, not a fold of the run.
+stream pieces are framed from their stored JSON (engine/runs/raw_frames.py), other stateless
+messages are rendered from their events, and the messages that needed the run's state (a
+visit's end, its record) are the hot run's own, kept when their frames are cut, so a lagging
+client holds one page, not a fold of the run.
+
+A finished run leaves memory whole once no stream reads it and no writer holds it (decision
+0045); one loaded again for a read keeps its fold, not its frames, for the retention time.
 """
 
 from __future__ import annotations
@@ -53,6 +57,8 @@ class StoredRows(Protocol):
     def decode_row(self, state: bytes, topic: str, position: int) -> RunEvent:
         """The event a stored row holds."""
         ...
+
+
 FIRST_PAGE = 200
 LOAD_PAGE = 2000
 FOLD_SLICE = 250
