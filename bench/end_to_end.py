@@ -9,6 +9,10 @@ time. A frame's delay is its arrival minus the chunk's timestamp in the run's lo
 from `GET /api/v1/runs/{id}/events`, where each NodeStreamed keeps the time the writer took it).
 
     python -m bench.end_to_end [--store both|sqlite|postgres] [--n 10000] [--runs 2] [--quick]
+                               [--cases one,small,fleet,replay,kept]
+
+`replay`: a finished run of N events (its frames released, so served from the store) read whole by one
+client, with `types=node_stream` and without; events/s from the request to the last node_stream frame.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ async def _read_one(base_url: str, path: str, on_connected: Any) -> dict[str, An
     """One raw SSE client: (id, arrival) of every node_stream frame until the stream ends."""
     clock = time.time
     host, _, port = base_url.removeprefix("http://").partition(":")
+    opened = clock()
     reader, writer = await asyncio.open_connection(host, int(port))
     writer.write((f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAccept: text/event-stream\r\n"
                   f"X-API-Key: {API_KEY}\r\nConnection: close\r\n\r\n").encode())
@@ -80,7 +85,7 @@ async def _read_one(base_url: str, path: str, on_connected: Any) -> dict[str, An
                     arrivals.append(now)
     finally:
         writer.close()
-    return {"ids": ids, "arrivals": arrivals}
+    return {"ids": ids, "arrivals": arrivals, "opened": opened}
 
 
 async def follow(emit: Any, base_url: str, paths: list[str]) -> dict[str, Any]:
@@ -129,8 +134,9 @@ class Bench:
         self.base = host.info["base_url"]
         self.http = httpx.AsyncClient(base_url=self.base, headers={"X-API-Key": API_KEY}, timeout=300.0)
 
-    async def runs(self, name: str, count: int) -> dict[str, Any]:
-        """Create `count` runs, attach a client to each, start them all; the times and frames of each."""
+    async def runs(self, name: str, count: int, *, read_back: bool = True) -> dict[str, Any]:
+        """Create `count` runs, attach a client to each, start them all; the times and frames of each (and
+        each frame's delay, read back from the run's log, unless `read_back` is False)."""
         t_create = time.time()
         created = await asyncio.gather(*(self.http.post(f"/api/v1/workflows/{name}/runs", json={}) for _ in range(count)))
         run_ids = [r.raise_for_status().json()["data"]["runId"] for r in created]
@@ -147,12 +153,13 @@ class Bench:
         t_start = await asyncio.gather(*(start(r) for r in run_ids))
         clients = (await call.result(timeout=1200))["clients"]
         cpu1 = cpu_seconds(self.host.pid)
-        logs = await asyncio.gather(*(self.http.get(f"/api/v1/runs/{r}/events") for r in run_ids))
+        logs = await asyncio.gather(*(self.http.get(f"/api/v1/runs/{r}/events") for r in run_ids)) if read_back else []
         delays: list[float] = []
         for got, log in zip(clients, logs):
             stamps = _timestamps(log.raise_for_status().text)
             delays.extend(arrival - stamps[fid] for fid, arrival in zip(got["ids"], got["arrivals"]))
-        return {"t_create": t_create, "t_start": t_start, "clients": clients, "delays": delays, "cpu": cpu1 - cpu0}
+        return {"run_id": run_ids[0], "t_create": t_create, "t_start": t_start, "clients": clients, "delays": delays,
+                "cpu": cpu1 - cpu0}
 
     async def close(self) -> None:
         """Close the HTTP client."""
@@ -167,8 +174,13 @@ def _last(result: dict[str, Any]) -> float:
     return max(c["arrivals"][-1] for c in result["clients"])
 
 
-async def measure(bench: Bench, n: int, runs: int, fleet_n: int, fleet_runs: int, kept_runs: int) -> dict[str, float]:
-    """Every figure of the issue's table for one store (medians over `runs` repetitions)."""
+CASES = ("one", "small", "fleet", "replay", "kept")
+
+
+async def measure(
+    bench: Bench, n: int, runs: int, fleet_n: int, fleet_runs: int, kept_runs: int, cases: tuple[str, ...] = CASES,
+) -> dict[str, float]:
+    """Every figure of the issue's table for one store (medians over `runs` repetitions), or those of `cases`."""
     figures: dict[str, list[float]] = {}
 
     def add(key: str, value: float) -> None:
@@ -176,28 +188,57 @@ async def measure(bench: Bench, n: int, runs: int, fleet_n: int, fleet_runs: int
 
     await bench.runs("e2e-one-small", 1)  # warm-up
     for _ in range(runs):
-        one = await bench.runs("e2e-one", 1)
-        add("rate", _events(one) / (_last(one) - one["t_create"]))
-        add("p50", ms(percentile(one["delays"], 50)))
-        add("p99", ms(percentile(one["delays"], 99)))
-        add("cpu", one["cpu"] / _events(one) * 1e6)
-        chain = await bench.runs("e2e-chain", 1)
-        arrivals = chain["clients"][0]["arrivals"]
-        add("chain", len(arrivals) / (arrivals[-1] - arrivals[0]))
-        small = await bench.runs("e2e-one-small", 1)
-        add("first", ms(small["clients"][0]["arrivals"][0] - small["t_create"]))
-        many = await bench.runs("e2e-one-small", fleet_runs)
-        add("fleet", _events(many) / (_last(many) - min(many["t_start"])))
-        add("fleet_first", ms(median([c["arrivals"][0] - s for c, s in zip(many["clients"], many["t_start"])])))
-        add("fleet_p99", ms(percentile(many["delays"], 99)))
-    await bench.host.call("gc", trim=True)
-    before = rss_kib(bench.host.pid)["VmRSS"]
-    for _ in range(kept_runs // 10):
-        await bench.runs("e2e-one-small", 10)
-    await bench.host.call("gc", trim=True)
-    after = rss_kib(bench.host.pid)["VmRSS"]
-    add("kept", (after - before) * 1024 / (kept_runs // 10 * 10 * fleet_n))
+        if "one" in cases:
+            one = await bench.runs("e2e-one", 1)
+            add("rate", _events(one) / (_last(one) - one["t_create"]))
+            add("p50", ms(percentile(one["delays"], 50)))
+            add("p99", ms(percentile(one["delays"], 99)))
+            add("cpu", one["cpu"] / _events(one) * 1e6)
+            chain = await bench.runs("e2e-chain", 1)
+            arrivals = chain["clients"][0]["arrivals"]
+            add("chain", len(arrivals) / (arrivals[-1] - arrivals[0]))
+        if "small" in cases:
+            small = await bench.runs("e2e-one-small", 1)
+            add("first", ms(small["clients"][0]["arrivals"][0] - small["t_create"]))
+        if "fleet" in cases:
+            many = await bench.runs("e2e-one-small", fleet_runs)
+            firsts = [c["arrivals"][0] - s for c, s in zip(many["clients"], many["t_start"])]
+            add("fleet", _events(many) / (_last(many) - min(many["t_start"])))
+            add("fleet_first", ms(median(firsts)))
+            add("fleet_first_p99", ms(percentile(firsts, 99)))
+            add("fleet_p50", ms(percentile(many["delays"], 50)))
+            add("fleet_p99", ms(percentile(many["delays"], 99)))
+    if "replay" in cases:
+        for key, rate in (await replay_rates(bench, "e2e-one", runs)).items():
+            add(key, rate)
+    if "kept" in cases:
+        await bench.runs("e2e-one-small", 10, read_back=False)  # caches and allocator arenas at their high-water mark
+        await bench.host.call("gc", trim=True)
+        before = rss_kib(bench.host.pid)["VmRSS"]
+        for _ in range(kept_runs // 10):
+            await bench.runs("e2e-one-small", 10, read_back=False)
+        await asyncio.sleep(1.0)
+        as_is = rss_kib(bench.host.pid)["VmRSS"]
+        await bench.host.call("gc", trim=True)
+        after = rss_kib(bench.host.pid)["VmRSS"]
+        events = kept_runs // 10 * 10 * fleet_n
+        add("kept_rss", (as_is - before) * 1024 / events)
+        add("kept", (after - before) * 1024 / events)
     return {key: median(values) for key, values in figures.items()}
+
+
+async def replay_rates(bench: Bench, name: str, rounds: int) -> dict[str, float]:
+    """A finished run read whole from the store (its frames released), filtered and not: node_stream events/s."""
+    finished = await bench.runs(name, 1)
+    run_id = finished["run_id"]
+    rates: dict[str, list[float]] = {"replay": [], "replay_all": []}
+    for _ in range(rounds):
+        for key, query in (("replay", "?types=node_stream"), ("replay_all", "")):
+            call = bench.client.send("follow", base_url=bench.base,
+                                     paths=[f"/api/v1/workflows/{name}/runs/{run_id}/stream{query}"])
+            got = (await call.result(timeout=300))["clients"][0]
+            rates[key].append(len(got["ids"]) / (got["arrivals"][-1] - got["opened"]))
+    return {key: median(values) for key, values in rates.items()}
 
 
 ROWS = [
@@ -208,13 +249,20 @@ ROWS = [
     ("first", "one run, N={m}: create to first event ms", 20, False),
     ("fleet", "{k} concurrent runs x {m} events: aggregate events/s", 30000, True),
     ("fleet_first", "same: start to first event p50 ms", 100, False),
-    ("fleet_p99", "same: per-event delay p99 ms", 100, False),
+    ("fleet_first_p99", "same: start to first event p99 ms", 300, False),
+    ("fleet_p50", "same: per-event delay p50 ms", None, False),
+    ("fleet_p99", "same: per-event delay p99 ms", 300, False),
+    ("replay", "finished run of {n} events read whole from the store, types=node_stream: events/s", 100000, True),
+    ("replay_all", "same, unfiltered: node_stream events/s", 100000, True),
     ("cpu", "server CPU per event us (one run, N={n})", 40, False),
-    ("kept", "memory kept after {r} finished runs of {m} events, B/event", 300, False),
+    ("kept_rss", "RSS growth after {r} finished runs of {m} events, as is (no gc, no trim), B/event", 100, False),
+    ("kept", "same after gc.collect() and malloc_trim, B/event", 100, False),
 ]
 
 
-async def run(kinds: list[str], n: int, runs: int, concurrent: int, small: int, kept: int) -> None:
+async def run(
+    kinds: list[str], n: int, runs: int, concurrent: int, small: int, kept: int, cases: tuple[str, ...] = CASES,
+) -> None:
     """Measure each store and print the table with each target beside its figure."""
     found: dict[str, dict[str, float]] = {}
     for kind in kinds:
@@ -228,16 +276,18 @@ async def run(kinds: list[str], n: int, runs: int, concurrent: int, small: int, 
             fleet.workers.append(client)
             bench = Bench(host, client)
             try:
-                found[kind] = await measure(bench, n, runs, small, concurrent, kept)
+                found[kind] = await measure(bench, n, runs, small, concurrent, kept, cases)
             finally:
                 await bench.close()
     rows = []
     for key, label, target, at_least in ROWS:
+        if key not in found[kinds[0]]:
+            continue
         row: dict[str, Any] = {"case": label.format(n=f"{n:,}", m=f"{small:,}", k=concurrent, r=kept)}
         for kind in kinds:
             row[kind] = found[kind][key]
-            row[f"{kind} vs target"] = verdict(found[kind][key], target, at_least=at_least)
-        row["target"] = (">= " if at_least else "<= ") + f"{target:,}"
+            row[f"{kind} vs target"] = "-" if target is None else verdict(found[kind][key], target, at_least=at_least)
+        row["target"] = "-" if target is None else (">= " if at_least else "<= ") + f"{target:,}"
         rows.append(row)
     print_table(f"end to end (medians of {runs} run(s)); server CPU excludes the database's", rows)
 
@@ -249,6 +299,8 @@ def add_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--concurrent", type=int, default=50, help="runs of the concurrent case")
     parser.add_argument("--small", type=int, default=1_000, help="steps of the small and concurrent runs")
     parser.add_argument("--kept", type=int, default=100, help="finished runs of the memory case")
+    parser.add_argument("--cases", default=",".join(CASES),
+                        help=f"comma-separated cases to measure, of {','.join(CASES)} (one = one run and the chain)")
     parser.add_argument("--quick", action="store_true", help="a quick look: N=2,000, 1 run, 10 concurrent, 20 kept")
 
 
@@ -263,7 +315,8 @@ def main() -> None:
 
     async def go() -> None:
         print(f"machine idle {await machine_idle(2.0):.0%} before measuring", file=sys.stderr, flush=True)
-        await run(store_kinds(args.store), args.n, args.runs, args.concurrent, args.small, args.kept)
+        cases = tuple(c for c in args.cases.split(",") if c)
+        await run(store_kinds(args.store), args.n, args.runs, args.concurrent, args.small, args.kept, cases)
 
     run_loop(go())
 

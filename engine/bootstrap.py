@@ -211,9 +211,11 @@ def build_services(settings: Settings, *, encode_frame: FrameEncoder,
         store.last_position,
         max_frames=settings.stream.hot_buffer_messages,
         retention_seconds=settings.stream.hot_retention_seconds,
-        encode_frame=encode_frame,
+        encode_frame=encode_frame, rows=store,
     )
-    runs = RunService(store, hot_runs, coalesce_seconds=settings.stream.coalesce_ms / 1000.0)
+    runs = RunService(
+        store, hot_runs, coalesce_seconds=settings.stream.coalesce_ms / 1000.0, turn_seconds=settings.stream.turn_ms / 1000.0,
+    )
     tokens = ContextTokens(settings.context)
     registry = build_registry(settings.engine)
     catalogue = Catalogue(store, model_ids=registry.model_ids)

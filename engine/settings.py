@@ -61,12 +61,17 @@ class StreamSettings:
     coalesce_ms: Annotated[float, setting(
         "FLOWTRAIL_COALESCE_MS", "window in which stream chunks of a visit are merged and appended together", ge=0,
     )] = 40.0
+    turn_ms: Annotated[float, setting(
+        "FLOWTRAIL_STREAM_TURN_MS", "how long one run's stream chunks may hold the event loop before they yield it "
+        "to other runs, streams and requests (0: after every chunk)", ge=0,
+    )] = 2.0
     hot_buffer_messages: Annotated[int, setting(
         "FLOWTRAIL_HOT_BUFFER_MESSAGES", "SSE messages kept in memory per run; older ones come from the store",
         ge=5000,
     )] = 10_000
     hot_retention_seconds: Annotated[float, setting(
-        "FLOWTRAIL_HOT_RETENTION_SECONDS", "how long an idle run's projections stay in memory", ge=0,
+        "FLOWTRAIL_HOT_RETENTION_SECONDS", "how long an idle run's projections stay in memory (a finished run leaves "
+        "as soon as no stream reads it and no writer holds it; this applies to one loaded again by a read)", ge=0,
     )] = 1800.0
     max_stream_seconds: Annotated[float, setting(
         "FLOWTRAIL_MAX_STREAM_SECONDS", "a stream connection is closed after this long (resume with `Last-Event-ID`)",

@@ -2,9 +2,10 @@
 
 A task cancelled while its append is in flight must not leave the writer unsure whether
 the events were stored; shielding lets the append finish (and the writer fold it) while
-the cancelled task moves on. A stream chunk that the writer only buffers has no suspension
-point, so it is handed over directly; the journal counts the chunks since its last append
-(never fewer than the writer holds) to know when the writer may flush.
+the cancelled task moves on. A stream chunk that the writer only buffers is handed over
+directly (its one suspension point, the end of a turn, comes after the chunk is buffered);
+the journal counts the chunks since its last append (never fewer than the writer holds) to
+know when the writer may flush.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from uuid import UUID
 
 from domain.events import RunEvent
+from engine.runs.raw_frames import EVENT, STREAM_TAG, stream_message
 from projections.sse import (
     TERMINAL_EVENTS,
     SseMessage,
@@ -34,6 +35,14 @@ FrameEncoder = Callable[[SseMessage], bytes]
 """Frames one message as the stream sends it (the HTTP edge's SSE framing, given to the hot runs)."""
 Wants = Callable[[str, str | None], bool]
 """A reader's filter: True when it wants a message of this event type about this node (None: the run)."""
+StoredRow = tuple[int, str, bytes]
+"""(position, stored tag, the event's JSON as stored) of one row of a run's log."""
+RowDecoder = Callable[[bytes, str, int], RunEvent]
+"""Decodes a stored row's JSON (state, tag, position) into its event."""
+KEPT_EVENTS = ("node_status", "visit_recorded")
+"""The event types of the messages a run renders from its state (a visit's end, its record): the ones it keeps.
+A reader refusing both for the run as a whole (node None) refuses them for every node (run-level messages pass
+a node filter), so its replay needs no fold of them."""
 BIG_MESSAGE_BYTES = 64 * 1024
 """A message this big starts a batch of its own (see `HotRun.frames_after`)."""
 
@@ -67,6 +76,8 @@ class HotRun:
         self._watchers = 0
         self._writers = 0
         self.touched = time.monotonic()
+        self.on_released: Callable[[HotRun], None] | None = None
+        """Told when the last reader or writer of the finished run left (its holder forgets it)."""
         self._changed = asyncio.Event()
 
     @property
@@ -99,17 +110,24 @@ class HotRun:
         self._release_if_finished()
 
     def _release_if_finished(self) -> None:
-        """Drop the frames of a finished run nobody reads or writes, but its terminal message.
+        """The last reader or writer left: a finished run drops its frames (`drop_frames_if_finished`) and its
+        holder is told (`on_released`: it forgets the run, whose next reader loads it from the store)."""
+        if self.drop_frames_if_finished() and self.on_released is not None:
+            self.on_released(self)
+
+    def drop_frames_if_finished(self) -> bool:
+        """Drop the frames of a finished run nobody reads or writes, but its terminal message; True if it is such a run.
 
         The store serves them to any later reader (a stream whose cursor is before the cut
         reads the store, exactly as for frames dropped from a long run), so resume stays exact.
         """
         if self.terminal_id is None or self._watchers or self._writers or not self.complete:
-            return
+            return False
         self._cut(bisect.bisect_left(self.ids, self.terminal_id))
         if self.dropped_upto > self.kept_missing_upto:
             self.kept = {position: kept for position, kept in self.kept.items() if position > self.dropped_upto}
             self.kept_missing_upto = self.dropped_upto
+        return True
 
     def _cut(self, cut: int) -> None:
         """Drop the first `cut` frames; the store serves them from now on."""
@@ -230,6 +248,20 @@ class HotRun:
                     out.append(item if isinstance(item, bytes) else self._frame(position, item))
             elif is_stateless(event) and (wants is None or wants(*message_topic(event))):
                 out.append(self._encode_frame(render_stateless(event, self._run_hex, self.sse.erased)))
+        return out
+
+    def replayed_rows(self, rows: Sequence[StoredRow], wants: Wants | None, decode: RowDecoder) -> list[bytes]:
+        """`replayed` for rows as stored: a stream piece is framed from its stored JSON, any other row decoded."""
+        out: list[bytes] = []
+        run_hex = self._run_hex.encode()
+        for position, tag, state in rows:
+            message = None
+            if tag == STREAM_TAG and not self.sse.erased and position not in self.kept:
+                message = stream_message(position, state, run_hex)
+            if message is None:
+                out.extend(self.replayed([decode(state, tag, position)], wants))
+            elif wants is None or wants(EVENT, message.node_id):
+                out.append(self._encode_frame(message))
         return out
 
     def full_index(self) -> VisitIndex | None:

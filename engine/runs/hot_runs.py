@@ -4,9 +4,13 @@ Events reach a hot run from the local writer right after each save and, on Postg
 from the live tail; duplicates are dropped by position and gaps are filled from the store.
 
 A client behind the in-memory frames reads the store a page at a time (`HotRuns.replay`):
-stateless messages are rendered from their events, and the messages that needed the run's
-state (a visit's end, its record) are the hot run's own, kept when their frames are cut, so
-a lagging client holds one page, not a fold of the run.
+stream pieces are framed from their stored JSON (engine/runs/raw_frames.py), other stateless
+messages are rendered from their events, and the messages that needed the run's state (a
+visit's end, its record) are the hot run's own, kept when their frames are cut, so a lagging
+client holds one page, not a fold of the run.
+
+A finished run leaves memory whole once no stream reads it and no writer holds it (decision
+0045); one loaded again for a read keeps its fold, not its frames, for the retention time.
 """
 
 from __future__ import annotations
@@ -15,13 +19,14 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 from domain.events import RunErased, RunEvent
 from engine.clock import utcnow
 from engine.observability.metrics import REPLAY_READS
-from engine.runs.hot import FrameEncoder, HotRun, Wants
+from engine.runs.heap import HeapTrim
+from engine.runs.hot import KEPT_EVENTS, FrameEncoder, HotRun, StoredRow, Wants
 from projections.visits import VisitIndex
 
 
@@ -40,6 +45,20 @@ def _by_run(events: Sequence[RunEvent]) -> Mapping[UUID, Sequence[RunEvent]]:
 
 Reader = Callable[[UUID, int, "int | None"], Awaitable[list[RunEvent]]]
 LastPosition = Callable[[UUID], Awaitable[int]]
+
+
+class StoredRows(Protocol):
+    """A run's log as stored, for replays that frame stream pieces without decoding them."""
+
+    async def read_rows(self, stream_id: UUID, *, after: int = 0, limit: int | None = None) -> list[StoredRow]:
+        """(position, tag, JSON) of the stream's rows after `after`, in order (at most `limit`)."""
+        ...
+
+    def decode_row(self, state: bytes, topic: str, position: int) -> RunEvent:
+        """The event a stored row holds."""
+        ...
+
+
 FIRST_PAGE = 200
 LOAD_PAGE = 2000
 FOLD_SLICE = 250
@@ -52,9 +71,11 @@ class HotRuns:
 
     def __init__(
         self, read: Reader, last_position: LastPosition, *, max_frames: int, retention_seconds: float,
-        encode_frame: FrameEncoder,
+        encode_frame: FrameEncoder, rows: StoredRows | None = None,
     ) -> None:
         self._read = read
+        self._rows = rows
+        self._heap = HeapTrim()
         self._last_position = last_position
         self._encode_frame = encode_frame
         self._max_frames = max_frames
@@ -86,6 +107,18 @@ class HotRuns:
     def find(self, run_id: UUID) -> HotRun | None:
         """The run if this process keeps it in memory (loaded or loading), else None; never reads the store."""
         return self._runs.get(run_id)
+
+    def _new(self, run_id: UUID) -> HotRun:
+        hot = HotRun(run_id, max_frames=self._max_frames, encode_frame=self._encode_frame)
+        hot.on_released = self._forget_released
+        return hot
+
+    def _forget_released(self, hot: HotRun) -> None:
+        """A finished run nobody reads or writes leaves memory whole, its fold too (what a finished run kept was
+        ~500 B an event, most of it its visits' logs); its next reader loads it from the store, exactly."""
+        if self._runs.get(hot.run_id) is hot and hot.run_id not in self._loading and hot.run_id not in self._refolding:
+            del self._runs[hot.run_id]
+            self._heap.soon()
 
     def forget(self, run_id: UUID) -> None:
         """Drop the run from memory at once (its next reader loads it from the store)."""
@@ -121,7 +154,7 @@ class HotRuns:
 
     def open(self, run_id: UUID) -> HotRun:
         """Register a brand-new run (its creator will publish its first events)."""
-        hot = HotRun(run_id, max_frames=self._max_frames, encode_frame=self._encode_frame)
+        hot = self._new(run_id)
         hot.complete = True
         self._runs[run_id] = hot
         return hot
@@ -157,8 +190,14 @@ class HotRuns:
         upto = hot.dropped_upto
         if cursor >= upto:
             return [], cursor
-        if cursor < hot.kept_missing_upto:
+        if cursor < hot.kept_missing_upto and (wants is None or any(wants(event, None) for event in KEPT_EVENTS)):
             await self._kept_back(hot)
+        if self._rows is not None:
+            rows = await self._rows.read_rows(hot.run_id, after=cursor, limit=min(limit, upto - cursor))
+            rows = [row for row in rows if row[0] <= upto]
+            if not rows:
+                return [], upto
+            return hot.replayed_rows(rows, wants, self._rows.decode_row), rows[-1][0]
         events = await self._read(hot.run_id, cursor, min(limit, upto - cursor))
         events = [event for event in events if event.originator_version <= upto]
         if not events:
@@ -199,7 +238,7 @@ class HotRuns:
             return hot
         loading = self._loading.get(run_id)
         if loading is None:
-            hot = hot or HotRun(run_id, max_frames=self._max_frames, encode_frame=self._encode_frame)
+            hot = hot or self._new(run_id)
             self._runs[run_id] = hot
             loading = asyncio.ensure_future(self._load(hot))
             self._loading[run_id] = loading
@@ -239,6 +278,7 @@ class HotRuns:
                 return None
             hot.complete = True
             hot.touched = time.monotonic()
+            hot.drop_frames_if_finished()  # a finished run loaded for a read keeps its fold for the retention time
             return hot
         except BaseException:
             self._runs.pop(run_id, None)

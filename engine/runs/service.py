@@ -18,7 +18,7 @@ from engine.runs.creation import Creation, IdempotentRequest, NewRun, creation_e
 from engine.runs.feed import Feed, follow
 from engine.runs.hot import HotRun, Wants
 from engine.runs.hot_runs import HotRuns
-from engine.runs.writer import Appended, RunWriter
+from engine.runs.writer import DEFAULT_TURN_SECONDS, Appended, RunWriter
 from engine.store import AsyncEventStore, ConcurrentAppend
 from engine.store.async_store import StoredLine
 
@@ -41,10 +41,14 @@ class RunNotFound(FlowtrailError):
 class RunService:
     """Owns the writers of the runs this process executes and the hot read side."""
 
-    def __init__(self, store: AsyncEventStore, hot_runs: HotRuns, *, coalesce_seconds: float) -> None:
+    def __init__(
+        self, store: AsyncEventStore, hot_runs: HotRuns, *, coalesce_seconds: float,
+        turn_seconds: float = DEFAULT_TURN_SECONDS,
+    ) -> None:
         self._store = store
         self._hot_runs = hot_runs
         self.coalesce_seconds = coalesce_seconds
+        self.turn_seconds = turn_seconds
         self._writers: dict[UUID, RunWriter] = {}
         self._writer_locks: dict[UUID, asyncio.Lock] = {}
         self.on_appended: Appended | None = None
@@ -105,7 +109,7 @@ class RunService:
                     raise RunNotFound(run_id.hex)
                 writer = RunWriter(
                     self._store, self._hot_runs, run, coalesce_seconds=self.coalesce_seconds,
-                    created_at=events[0].timestamp, on_appended=self.on_appended,
+                    created_at=events[0].timestamp, on_appended=self.on_appended, turn_seconds=self.turn_seconds,
                 )
                 self._writers[run_id] = writer
                 self._hot_runs.writer_joined(run_id)

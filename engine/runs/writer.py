@@ -2,7 +2,10 @@
 
 Stream chunks are buffered for a short window; consecutive thinking chunks of one visit
 are merged (chunks of other visits in between do not break the run), and everything
-buffered is appended in one transaction. When a full buffer is handed to the store, the
+buffered is appended in one transaction. A producer that hands chunks over without ever
+waiting (a scripted model at zero pace, a burst read from a network buffer) yields the event
+loop once it has held it for the turn bound (`turn_seconds`), so other runs, streams and
+requests take their turns between its chunks. When a full buffer is handed to the store, the
 caller goes on buffering while it is written; at most one such append is in flight, and
 the next starts only after it succeeded, so positions never skip.
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
@@ -32,6 +36,8 @@ from engine.store import AsyncEventStore, ConcurrentAppend
 logger = logging.getLogger("flowtrail.writer")
 MERGEABLE_KINDS = frozenset({"thinking"})
 MAX_BUFFERED_CHUNKS = 2048
+DEFAULT_TURN_SECONDS = 0.002
+"""How long one run's stream chunks may hold the event loop before they yield it (FLOWTRAIL_STREAM_TURN_MS)."""
 MAX_CATCH_UPS = 8
 """Appends lost to another process's append in a row before the writer gives up (raises ConcurrentAppend)."""
 CONTROL_EVENTS = (ev.RunStarted, ev.RunCancelRequested, ev.ClarifyAnswered, ev.WebhookAttempted, ev.WebhookAbandoned)
@@ -75,6 +81,7 @@ class RunWriter:
     def __init__(
         self, store: AsyncEventStore, hot_runs: HotRuns, run: Run, *, coalesce_seconds: float,
         created_at: datetime | None = None, on_appended: Appended | None = None,
+        turn_seconds: float = DEFAULT_TURN_SECONDS,
     ) -> None:
         self.store = store
         self.created_at = created_at
@@ -89,6 +96,8 @@ class RunWriter:
         self._flush_error: BaseException | None = None
         self._appending: asyncio.Future[list[ev.RunEvent]] | None = None
         self.chunks_received = 0
+        self.turn_seconds = turn_seconds
+        self._turn_began = time.perf_counter()
         self.executing = False
         """True while this process executes the run (foreign execution events then mean a takeover)."""
         self.taken_over: RunTakenOver | None = None
@@ -146,6 +155,13 @@ class RunWriter:
             await self._hand_over()
         elif self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(self.coalesce_seconds, self._flush_soon)
+        await self._end_turn_when_due()
+
+    async def _end_turn_when_due(self) -> None:
+        """Yield the event loop once this run's chunks have held it for the turn bound (the chunk is buffered)."""
+        if time.perf_counter() - self._turn_began >= self.turn_seconds:
+            await asyncio.sleep(0)
+            self._turn_began = time.perf_counter()
 
     def _flush_soon(self) -> None:
         self._timer = None

@@ -25,7 +25,7 @@ from engine.store.deadline import REQUEST_DEADLINE
 from engine.store.event_store import ConcurrentAppend, EventStore, StoreUnavailable
 from engine.store.faults import outage_of
 from engine.store.retries import LEAST_ATTEMPT_SECONDS, RETRY_SECONDS, StoreRetries
-from engine.store.sqlite_reads import LINE_COLUMNS, LineRow, SqliteStreamReader
+from engine.store.sqlite_reads import LINE_COLUMNS, LineRow, Row, SqliteStreamReader
 from engine.store.url import qualified_table
 
 logging.getLogger("asyncpg.pool").setLevel(logging.ERROR)  # its reconnect tracebacks; the outage is logged once
@@ -236,14 +236,26 @@ class AsyncEventStore:
         return await self.bounded(lambda: self._read_stream(stream_id, after, limit), "read")
 
     async def _read_stream(self, stream_id: UUID, after: int, limit: int | None) -> list[Any]:
-        if self.sqlite is not None:
-            rows = await self._on_reader(self.sqlite.rows, stream_id, after, limit)
-        elif self.pool is not None:
-            rows = await self.pool.fetch(self._select_stream, stream_id, after, limit)
-        else:
+        if self.sqlite is None and self.pool is None:
             return await self._in_thread(lambda: self.sync.read_stream(stream_id, after=after, limit=limit))
         decode = self.mapper.decode_state
-        return [decode(state, topic, position) for position, topic, state in rows]
+        return [decode(state, topic, position) for position, topic, state in await self._read_rows(stream_id, after, limit)]
+
+    async def read_rows(self, stream_id: UUID, *, after: int = 0, limit: int | None = None) -> list[Row]:
+        """A stream's rows after a position as stored, (position, tag, JSON), in order (at most `limit`)."""
+        return await self.bounded(lambda: self._read_rows(stream_id, after, limit), "read")
+
+    async def _read_rows(self, stream_id: UUID, after: int, limit: int | None) -> list[Row]:
+        if self.sqlite is not None:
+            rows: list[Row] = await self._on_reader(self.sqlite.rows, stream_id, after, limit)
+            return rows
+        assert self.pool is not None, "the store is started"
+        return [(position, topic, state)
+                for position, topic, state in await self.pool.fetch(self._select_stream, stream_id, after, limit)]
+
+    def decode_row(self, state: bytes, topic: str, position: int) -> Any:
+        """The event a stored row holds."""
+        return self.mapper.decode_state(state, topic, position)
 
     async def read_lines(self, stream_id: UUID, *, after: int = 0, limit: int | None = None) -> list[StoredLine]:
         """A stream's events after a position as stored: (position, JSON, chain cells or None), in order."""

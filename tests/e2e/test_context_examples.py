@@ -170,7 +170,7 @@ async def test_after_a_restart_the_same_answers_come_from_the_store(store, tmp_p
     assert [r.content for r in before] == [r.content for r in after]
 
 
-async def test_a_finished_run_is_served_from_memory_for_30_minutes_then_from_the_store(server):
+async def test_a_finished_run_is_served_from_memory_while_held_then_from_the_store_and_30_minutes_once_read_again(server):
     services = server.services
     example = await linear_run(services)
     writer = await services.runs.writer(example.run_id)
@@ -178,8 +178,12 @@ async def test_a_finished_run_is_served_from_memory_for_30_minutes_then_from_the
         lambda run, at: decide.complete_visit(run, at, visit_uuid="v4", node_id="G", output={"data": {}}),
         lambda run, at: decide.complete_run(run, at, output={"status": 200, "message": "done", "data": {}}),
     )
+    held = services.hot_runs.find(example.run_id)
+    assert (await services.context.run_index(example.run_id))[1] == "memory"
     await services.runs.release(example.run_id)
-    hot = services.hot_runs.find(example.run_id)
+    index, source = await services.context.run_index(example.run_id)
+    assert source == "store" and services.hot_runs.find(example.run_id) is None and len(index) == len(held.sse.index)
+    hot = await services.runs.hot(example.run_id)
     assert (await services.context.run_index(example.run_id))[1] == "memory"
     hot.summary.completed_at -= timedelta(minutes=29)
     assert (await services.context.run_index(example.run_id))[1] == "memory"

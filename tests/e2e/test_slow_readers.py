@@ -151,6 +151,8 @@ async def test_stuck_and_slow_readers_of_a_long_fast_run_cost_bounded_memory_and
     async with httpx.AsyncClient(base_url=guarded.base_url) as client:
         stop_probe = asyncio.Event()
         probe = asyncio.create_task(healthz_worst(client, stop_probe))
+        held = services.hot_runs.find(run_id)
+        assert held is not None
         started = time.monotonic()
         cut = await asyncio.gather(*(asyncio.to_thread(closed_by_server, sock, STUCK_SECONDS + 8) for sock in stuck))
         cut_after = time.monotonic() - started
@@ -159,7 +161,7 @@ async def test_stuck_and_slow_readers_of_a_long_fast_run_cost_bounded_memory_and
             s.close()
         await asyncio.gather(*slow_reading)
         for _ in range(100):
-            if services.hot_runs.find(run_id).watchers == 0:
+            if held.watchers == 0:
                 break
             await asyncio.sleep(0.05)
         await asyncio.sleep(0.3)
@@ -180,7 +182,7 @@ async def test_stuck_and_slow_readers_of_a_long_fast_run_cost_bounded_memory_and
     assert growth < 150, "each lagging reader holds at most a page and its connection's write buffer"
     assert all(cut), "a reader that takes nothing for FLOWTRAIL_STREAM_STUCK_SECONDS is cut"
     assert slow_still_open == SLOW, "a reader that keeps taking bytes is not cut"
-    assert services.hot_runs.find(run_id).watchers == 0
+    assert held.watchers == 0 and services.hot_runs.find(run_id) is None, "a finished run nobody reads leaves memory"
     assert worst_healthz < 1.0
     assert under_pressure.rate > baseline.rate / 4
     assert under_pressure.delay_p99_ms < max(10 * baseline.delay_p99_ms, 250)

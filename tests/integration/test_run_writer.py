@@ -217,3 +217,36 @@ async def test_a_decision_whose_waiting_task_is_cancelled_is_still_folded_once_i
     await asyncio.gather(*inflight)
     assert [type(e) for e in folded] == [ev.VisitStarted]
     assert folded == (await services.runs.events(run_id))[-1:]
+
+
+async def other_turns_while(work) -> int:
+    """How many turns another task took on the event loop while `work` ran."""
+    turns, done = 0, False
+
+    async def other() -> None:
+        nonlocal turns
+        while not done:
+            turns += 1
+            await asyncio.sleep(0)
+
+    other_task = asyncio.create_task(other())
+    await asyncio.sleep(0)
+    taken = turns
+    await work
+    done = True
+    await other_task
+    return turns - taken
+
+
+@pytest.mark.parametrize(("turn_seconds", "yields"), [(0.0, True), (3600.0, False)])
+async def test_chunks_handed_over_without_waiting_yield_the_loop_once_their_turn_is_over(services, turn_seconds, yields):
+    run_id = await new_run(services)
+    writer = await services.runs.writer(run_id)
+    visit = await open_visit(writer)
+    writer.turn_seconds = turn_seconds
+    await asyncio.sleep(0)  # the turn begins here
+    turns = await other_turns_while(stream_steps(writer, visit, 100))
+    assert (turns >= 100) is yields and (turns <= 1) is not yields
+    await writer.flush()
+    steps = [e.content for e in await services.runs.events(run_id) if isinstance(e, ev.NodeStreamed)]
+    assert steps == [f'{{"iteration":{i}}}' for i in range(100)]

@@ -1,10 +1,20 @@
-"""A hot run hands out its frames in order, a big one in a batch of its own."""
+"""A hot run hands out its frames in order, a big one in a batch of its own; a finished one leaves memory and replays from the store."""
 
 from __future__ import annotations
 
+import asyncio
+from typing import get_args
+
+import pytest
+
 from api.sse import encode_frame
-from engine.runs.hot import BIG_MESSAGE_BYTES, HotRun
+from domain.events import RUN_EVENT_TYPES
+from domain.vocabulary import StreamKind
+from engine.runs.heap import HeapTrim
+from engine.runs.hot import BIG_MESSAGE_BYTES, KEPT_EVENTS, HotRun
 from engine.runs.hot_runs import HotRuns
+from engine.runs.raw_frames import STREAM_TAG, stream_message
+from engine.store.mapper import MsgspecMapper
 from tests.unit.builders import RUN_ID, RunLog
 
 
@@ -84,3 +94,122 @@ async def test_a_replay_of_a_finished_run_nobody_held_folds_its_visit_messages_b
         replayed, cursor = await hot_runs.replay(hot, 0)
         rest, _ = hot.frames_after(cursor)
     assert replayed + rest == everything
+
+
+class StoredLog:
+    """A run's log as a store keeps it: each event's JSON as msgspec encodes it, read back as rows."""
+
+    def __init__(self, events: list) -> None:
+        self.events = events
+        self._mapper = MsgspecMapper(RUN_EVENT_TYPES)
+        self.rows = [(e.originator_version, self._mapper.tags[type(e)], self._mapper.encoder.encode(e)) for e in events]
+
+    async def read(self, run_id, after, limit):
+        found = [e for e in self.events if e.originator_version > after]
+        return found if limit is None else found[:limit]
+
+    async def read_rows(self, stream_id, *, after=0, limit=None):
+        found = [row for row in self.rows if row[0] > after]
+        return found if limit is None else found[:limit]
+
+    def decode_row(self, state, topic, position):
+        return self._mapper.decode_state(state, topic, position)
+
+    async def last_position(self, run_id):
+        return self.events[-1].originator_version
+
+
+def pieces_of_every_kind() -> RunLog:
+    run = RunLog().created().started()
+    a = run.visit("A")
+    for kind in get_args(StreamKind):
+        run.stream(a, kind, f'{kind}: "quoted", a\\backslash, a\nnewline, \u00e9\u20ac\U0001f600 ' + "x" * 600,
+                   tool_name="search" if kind.startswith("tool") else None)
+    b = run.visit("B")
+    run.stream(a, "thinking", "after B started").stream(b, "status", "\x00\x1f control characters")
+    return run.complete(a, {"ok": 1}).complete(b).finish()
+
+
+@pytest.mark.parametrize("wants", [None, lambda event, node: event == "node_stream", lambda event, node: node == "A"])
+async def test_a_replay_framing_stream_pieces_from_their_stored_json_sends_the_same_bytes_as_decoding_them(wants):
+    log = StoredLog(pieces_of_every_kind().events)
+    decoding = HotRuns(log.read, log.last_position, max_frames=10_000, retention_seconds=60, encode_frame=encode_frame)
+    copying = HotRuns(log.read, log.last_position, max_frames=10_000, retention_seconds=60, encode_frame=encode_frame,
+                      rows=log)
+    replays = []
+    for hot_runs in (decoding, copying):
+        hot = hot_runs.open(RUN_ID)
+        hot_runs.writer_joined(RUN_ID)
+        hot.offer(log.events)
+        hot_runs.writer_left(RUN_ID)
+        with hot.watch():
+            replays.append(await hot_runs.replay(hot, 0, wants=wants))
+    assert replays[0] == replays[1] and replays[0][0]
+
+
+def test_only_the_pieces_a_message_cuts_are_left_to_the_decoding_path():
+    log = StoredLog(pieces_of_every_kind().events)
+    copied = {event.kind: stream_message(row[0], row[2], RUN_ID.hex.encode()) is not None
+              for event, row in zip(log.events, log.rows) if row[1] == STREAM_TAG}
+    assert copied == {kind: kind not in ("tool_call", "tool_result") for kind in get_args(StreamKind)}
+
+
+def test_every_message_a_run_keeps_is_of_a_kept_event_type():
+    hot = HotRun(RUN_ID, max_frames=10_000, encode_frame=encode_frame)
+    hot.offer(pieces_of_every_kind().events)
+    assert hot.kept and {topic[0] for topic, _ in hot.kept.values()} <= set(KEPT_EVENTS)
+
+
+def wants(event, node):
+    return event == "node_stream"
+
+
+async def test_a_replay_that_refuses_the_kept_messages_reads_no_fold_of_them_and_sends_what_a_held_run_sends():
+    log = StoredLog(pieces_of_every_kind().events)
+    held = HotRun(RUN_ID, max_frames=10_000, encode_frame=encode_frame)
+    held.offer(log.events)
+    everything, _ = held.frames_after(0, wants=wants)
+    hot_runs = HotRuns(log.read, log.last_position, max_frames=10_000, retention_seconds=60, encode_frame=encode_frame,
+                       rows=log)
+    hot = hot_runs.open(RUN_ID)
+    hot_runs.writer_joined(RUN_ID)
+    hot.offer(log.events)
+    hot_runs.writer_left(RUN_ID)
+    with hot.watch():
+        replayed, cursor = await hot_runs.replay(hot, 0, wants=wants)
+        rest, _ = hot.frames_after(cursor, wants=wants)
+    assert replayed + rest == everything and hot.kept_missing_upto > 0
+
+
+async def test_a_finished_run_leaves_memory_when_its_last_reader_goes_and_its_next_reader_loads_it_whole():
+    log = StoredLog(finished_run().events)
+    hot_runs = HotRuns(log.read, log.last_position, max_frames=10_000, retention_seconds=60, encode_frame=encode_frame,
+                       rows=log)
+    held = HotRun(RUN_ID, max_frames=10_000, encode_frame=encode_frame)
+    held.offer(log.events)
+    everything, _ = held.frames_after(0)
+    hot = hot_runs.open(RUN_ID)
+    hot_runs.writer_joined(RUN_ID)
+    with hot.watch():
+        hot.offer(log.events)
+        hot_runs.writer_left(RUN_ID)
+        assert hot_runs.is_hot(RUN_ID)
+    assert not hot_runs.is_hot(RUN_ID)
+    again = await hot_runs.get(RUN_ID)
+    assert again is not None and again is not hot and again.ids == [again.terminal_id] and hot_runs.is_hot(RUN_ID)
+    with again.watch():
+        replayed, cursor = await hot_runs.replay(again, 0)
+        rest, _ = again.frames_after(cursor)
+    assert replayed + rest == everything and again.summary.run == held.summary.run
+    assert not hot_runs.is_hot(RUN_ID)
+
+
+async def test_a_heap_trim_asked_for_many_times_runs_once_after_its_delay():
+    trims = []
+    heap = HeapTrim(delay=0.01, trim=trims.append)
+    for _ in range(5):
+        heap.soon()
+    await asyncio.sleep(0.05)
+    heap.soon()
+    await asyncio.sleep(0.05)
+    assert trims == [0, 0]

@@ -6,7 +6,9 @@ import json
 
 import msgspec
 import pytest
+from litestar.response import ServerSentEventMessage
 
+from api.sse import encode_frame
 from projections.sse import SseMessage, SseProjection, is_terminal_message, render_all
 from tests.unit.builders import RUN_ID, RunLog
 
@@ -187,3 +189,12 @@ def test_a_model_call_sends_nothing_and_its_position_is_a_gap_in_the_ids():
     a = run.visit("A")
     run.model_called(a, error_code="HTTP_429").model_called(a, attempt=2, prompt_tokens=5).stream(a, "status", "ok")
     assert list(bodies(run)) == [3, 6]
+
+
+@pytest.mark.parametrize("data", [
+    b'{"content":"one line, \\"quoted\\", \\\\n escaped"}', "\u00e9\u20ac\U0001f600".encode(), b"", b"a\nb", b"a\r\nb\rc",
+])
+@pytest.mark.parametrize("event", ["node_stream", "two\nlines"])
+def test_a_frame_has_the_same_bytes_litestar_gives_it(data, event):
+    message = SseMessage(42, event, data)
+    assert encode_frame(message) == ServerSentEventMessage(data=data, event=event, id=42).encode()
