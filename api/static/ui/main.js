@@ -308,8 +308,7 @@ async function showRun(runId) {
     root.dataset.mode = "replay";
     view.answerable = false;
     replayButton.disabled = true;
-    const times = new Map();
-    eventTimes(runId, times).catch(() => {}); // filled as the log arrives; without a time an event plays at once
+    const times = await eventTimes(runId).catch(() => new Map());
     const last = received.length ? received.at(-1).id : 0;
     const scrubber = h("input", { type: "range", id: "scrubber", min: 0, max: received.length, step: 1, value: 0 });
     const position = h("output", { for: "scrubber", id: "replay-position" }, "0");

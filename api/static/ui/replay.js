@@ -6,29 +6,15 @@ export const SPEEDS = { "1x": 1, "10x": 10, max: Infinity };
 const MAX_GAP_MS = 5000;
 const BATCH_AT_MAX = 250;
 
-/**
- * Fill `times` with when each stored event happened, by position (the SSE id), from GET /runs/{runId}/events,
- * line by line as the log arrives: a long run's player starts at once and gets its real gaps as they come
- * (an event whose time has not arrived yet is played without a wait).
- */
-export async function eventTimes(runId, times = new Map()) {
-  const response = await call(`/runs/${encodeURIComponent(runId)}/events`);
-  const reader = response.body.getReader();
-  const decoder = new TextDecoder();
-  let rest = "";
-  const take = (line) => {
-    if (!line) return;
+/** When each stored event happened, by position (the SSE id), from GET /runs/{runId}/events. */
+export async function eventTimes(runId) {
+  const text = await (await call(`/runs/${encodeURIComponent(runId)}/events`)).text();
+  const times = new Map();
+  for (const line of text.split("\n")) {
+    if (!line) continue;
     const event = JSON.parse(line);
     times.set(event.originator_version, Date.parse(event.timestamp));
-  };
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    const lines = (rest + decoder.decode(value, { stream: true })).split("\n");
-    rest = lines.pop();
-    lines.forEach(take);
   }
-  take(rest + decoder.decode());
   return times;
 }
 
