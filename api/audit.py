@@ -10,8 +10,8 @@ from litestar.di import Provide
 
 from api.dependencies import Injected, run_by_id
 from api.envelope import Envelope, ok
+from api.openapi import error_responses
 from api.paths import RUN_AUDIT
-from api.schemas import error_responses
 from engine.readmodel import ReadModel
 from engine.runs.hot import HotRun
 from projections.audit import projection_views

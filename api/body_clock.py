@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from uvicorn.protocols.http.flow_control import FlowControl
 
-from engine.settings import LimitSettings
+from engine.limits import LimitSettings
 
 
 class TimedFlowControl(FlowControl):

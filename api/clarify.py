@@ -19,16 +19,9 @@ from api.dependencies import Injected, RunAccess, parse_run_id, run_by_id
 from api.envelope import Envelope, ok
 from api.errors import validation_failed
 from api.jsonbody import decode_json
+from api.openapi import documented_body, error_responses, inline_schema
 from api.paths import RUN
-from api.schemas import (
-    ResumeRequest,
-    ResumeResult,
-    RunIdInPath,
-    RunState,
-    documented_body,
-    error_responses,
-    inline_schema,
-)
+from api.schemas import ResumeRequest, ResumeResult, RunIdInPath, RunState
 from api.uploads import read_json_body
 from api.views import state_view
 from domain.run import check_answerable

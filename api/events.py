@@ -23,8 +23,8 @@ from litestar.params import QueryParameter
 from litestar.response import Stream
 
 from api.dependencies import Injected, run_by_id
+from api.openapi import error_responses
 from api.paths import RUN_EVENTS
-from api.schemas import error_responses
 from domain.chain import event_line
 from engine.runs.hot import HotRun
 from engine.runs.service import RunService

@@ -20,18 +20,10 @@ from api.errors import validation_failed
 from api.jsonbody import decode_json
 from api.limits import KeyLimits
 from api.listing import DEFAULT_LIMIT, Cursor, Limit, StatusFilter, run_page, visible_query
+from api.openapi import also_ok_as_replay_or_stream, documented_body, error_responses, inline_schema
 from api.paths import WORKFLOW_RUN
 from api.runs import IDEMPOTENCY_HEADER, EventStreamAnswer, start_and_stream
-from api.schemas import (
-    ForkedRun,
-    ForkRunRequest,
-    RerunRequest,
-    RunPage,
-    also_ok_as_replay_or_stream,
-    documented_body,
-    error_responses,
-    inline_schema,
-)
+from api.schemas import ForkedRun, ForkRunRequest, RerunRequest, RunPage
 from api.streams import LAST_EVENT_ID, OpenStream, open_stream
 from api.uploads import RESERVED_VARIABLE, read_json_body
 from api.views import created_view

@@ -17,7 +17,7 @@ from api.errors import ApiError
 from api.paths import is_context_path
 from api.schemas import ErrorEnvelope
 from engine.context.contract import ContextAnswer
-from engine.settings import LimitSettings
+from engine.limits import LimitSettings
 
 REQUEST_LINE_FRAME = len(b"  HTTP/1.1\r\n")
 """What a request line adds to its method and target."""

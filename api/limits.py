@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from domain.errors import FlowtrailError
 from engine.access import ApiKey
-from engine.settings import LimitSettings
+from engine.limits import LimitSettings
 
 STREAM_RETRY_SECONDS = 5
 """What `Retry-After` says when a key holds its most streams: a slot frees only when one of them ends."""

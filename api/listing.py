@@ -19,8 +19,9 @@ from litestar.params import QueryParameter
 from api.dependencies import Injected, visible_workflow
 from api.envelope import Envelope, ok
 from api.errors import validation_failed
+from api.openapi import error_responses
 from api.paths import RUNS
-from api.schemas import RunPage, error_responses
+from api.schemas import RunPage
 from domain.failures import FailureCode
 from engine.access import ApiKey
 from engine.catalogue import Catalogue

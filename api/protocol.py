@@ -18,7 +18,8 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from api.body_clock import BodyClock, TimedFlowControl
 from api.errors import ApiError, validation_failed
 from api.head_limits import HeadCount, refusal
-from engine.settings import LimitSettings, Settings
+from engine.limits import LimitSettings
+from engine.settings import Settings
 
 log = logging.getLogger("flowtrail.server")
 

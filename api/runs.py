@@ -33,6 +33,7 @@ from api.listing import (
     StatusFilter,
     workflow_run_page,
 )
+from api.openapi import also_ok_as_replay_or_stream, documented_body, error_responses, inline_schema
 from api.paths import WORKFLOW_RUNS
 from api.schemas import (
     CancelOutcome,
@@ -46,10 +47,6 @@ from api.schemas import (
     RunView,
     StartedRun,
     WorkflowNameInPath,
-    also_ok_as_replay_or_stream,
-    documented_body,
-    error_responses,
-    inline_schema,
 )
 from api.streams import LAST_EVENT_ID, OpenStream, open_stream, resume_cursor
 from api.uploads import CreateBody, read_create_body

@@ -21,9 +21,10 @@ from msgspec import UNSET
 from api.dependencies import Injected, RunAccess
 from api.errors import ApiError, validation_failed
 from api.limits import KeyLimits, StreamSlot
+from api.openapi import EventStreamOperation, stream_responses
 from api.paths import WORKFLOW_RUN
 from api.protocol import response_deadline
-from api.schemas import EventStreamOperation, RunIdInPath, WorkflowNameInPath, stream_responses
+from api.schemas import RunIdInPath, WorkflowNameInPath
 from api.sse import encode_frame
 from engine.access import ApiKey, KeyRing, StandingAccess
 from engine.context.views import ContextReader

@@ -14,8 +14,9 @@ from litestar.di import Provide
 from api.dependencies import Injected, run_by_id
 from api.envelope import Envelope, ok
 from api.events import PAGE_EVENTS
+from api.openapi import error_responses
 from api.paths import RUN_TIMELINE
-from api.schemas import RunTimelineView, TimedTokens, VisitTimeView, WaitView, error_responses
+from api.schemas import RunTimelineView, TimedTokens, VisitTimeView, WaitView
 from engine.llm.config import ModelPrice
 from engine.runs.hot import HotRun
 from engine.runs.service import RunService

@@ -6,6 +6,7 @@ from litestar import Controller, get
 
 from api.dependencies import Injected, visible_workflow
 from api.envelope import Envelope, ok
+from api.openapi import error_responses
 from api.paths import WORKFLOWS
 from api.schemas import (
     GraphEdgeView,
@@ -15,7 +16,6 @@ from api.schemas import (
     WorkflowNameInPath,
     WorkflowOutputView,
     WorkflowView,
-    error_responses,
 )
 from domain.catalogue import WorkflowEntry
 from domain.workflow import workflow_inputs, workflow_outputs

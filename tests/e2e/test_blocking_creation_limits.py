@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from engine.settings import LimitSettings
+from engine.limits import LimitSettings
 from tests.support.api import DEMO_KEY, KEYS, REPORT, ManualEngine, log_end, open_visit
 from tests.support.pressure import RawStream, closed_by_server, stuck_stream
 from tests.support.runs import stream_steps

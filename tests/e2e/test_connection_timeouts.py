@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from engine.settings import LimitSettings
+from engine.limits import LimitSettings
 from tests.support.pressure import connect, open_fds, request_head
 from tests.support.process import ServerProcess
 from tests.support.runs import new_run, open_visit

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from engine.settings import LimitSettings
+from engine.limits import LimitSettings
 from tests.support.pressure import (
     RawStream,
     connect,

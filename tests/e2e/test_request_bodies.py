@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from engine.settings import LimitSettings
+from engine.limits import LimitSettings
 from tests.support.api import REPORT, log_end
 from tests.support.context_runs import linear_run
 from tests.support.heads import Exchange, exchange, trickle

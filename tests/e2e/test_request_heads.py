@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from engine.settings import LimitSettings
+from engine.limits import LimitSettings
 from tests.support.heads import (
     exchange,
     head,

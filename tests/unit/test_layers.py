@@ -141,7 +141,8 @@ EXECUTION_BEHIND_ITS_PORTS = Rule(
     lambda found: within(found.target, "engine.context"),
 )
 ENGINE_FLOORS: tuple[frozenset[str], ...] = (
-    frozenset({"engine.clock", "engine.waiting", "engine.config", "engine.loopback", "engine.observability"}),
+    frozenset({"engine.clock", "engine.waiting", "engine.config", "engine.loopback", "engine.observability",
+               "engine.limits"}),
     frozenset({"engine.access", "engine.store", "engine.llm", "engine.hermes", "engine.workspace"}),
     frozenset({"engine.settings", "engine.runs", "engine.catalogue", "engine.readmodel", "engine.dispatch",
                "engine.webhooks"}),

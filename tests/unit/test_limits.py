@@ -6,7 +6,7 @@ import pytest
 
 from api.limits import KeyLimits, RateLimited, TokenBucket, TooManyStreams
 from engine.access import ApiKey
-from engine.settings import LimitSettings
+from engine.limits import LimitSettings
 
 A = ApiKey(key="a-secret", id="a")
 B = ApiKey(key="b-secret", id="b")

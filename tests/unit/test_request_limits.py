@@ -7,7 +7,7 @@ import pytest
 from api.body_clock import BodyClock, TimedFlowControl
 from api.errors import ApiError
 from api.head_limits import HeadCount
-from engine.settings import LimitSettings
+from engine.limits import LimitSettings
 
 
 class Transport:
