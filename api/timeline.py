@@ -1,6 +1,7 @@
 """GET /api/v1/runs/{runId}/timeline: when each visit ran and waited, and the tokens (and cost) of each and of the run.
 
-Folded from the run's stored events (`projections.timeline`) on each request; costs use FLOWTRAIL_MODEL_PRICES.
+Folded from the run's events with its other projections (`projections.timeline`, held by the hot run); costs use
+FLOWTRAIL_MODEL_PRICES.
 """
 
 from __future__ import annotations
@@ -13,13 +14,12 @@ from litestar.di import Provide
 
 from api.dependencies import Injected, run_by_id
 from api.envelope import Envelope, ok
-from api.events import PAGE_EVENTS
 from api.openapi import error_responses
 from api.paths import RUN_TIMELINE
 from api.schemas import RunTimelineView, TimedTokens, VisitTimeView, WaitView
+from engine.clock import utcnow
 from engine.llm.config import ModelPrice
 from engine.runs.hot import HotRun
-from engine.runs.service import RunService
 from engine.settings import Settings
 from projections.timeline import RunTimeline, VisitTime
 from projections.wire import iso_utc
@@ -78,18 +78,6 @@ def timeline_view(run_id: str, timeline: RunTimeline, prices: Mapping[str, Model
     )
 
 
-async def read_timeline(runs: RunService, run: HotRun) -> RunTimeline:
-    """The run's timeline, folded from its log a page of events at a time (each store read stays small)."""
-    timeline, after = RunTimeline(), 0
-    while page := await runs.events(run.run_id, after=after, limit=PAGE_EVENTS):
-        for event in page:
-            timeline.apply(event)
-        after = page[-1].originator_version
-        if len(page) < PAGE_EVENTS:
-            break
-    return timeline
-
-
 class RunTimelineController(Controller):
     """A run's visits in time, with their tokens and cost."""
 
@@ -108,10 +96,7 @@ class RunTimelineController(Controller):
         ),
         responses=error_responses(400, 404),
     )
-    async def timeline(
-        self, run: Injected[HotRun], runs: Injected[RunService], settings: Injected[Settings],
-    ) -> Envelope[RunTimelineView]:
-        """The run's timeline as of now."""
-        timeline = await read_timeline(runs, run)
+    async def timeline(self, run: Injected[HotRun], settings: Injected[Settings]) -> Envelope[RunTimelineView]:
+        """The run's timeline as of now (folded with the run's other projections as its events arrive)."""
         prices = {price.model: price for price in settings.engine.model_prices}
-        return ok(timeline_view(run.run_id.hex, timeline, prices, datetime.now(UTC)))
+        return ok(timeline_view(run.run_id.hex, run.timeline, prices, utcnow()))

@@ -49,16 +49,6 @@ def webhook_id(run_id_hex: str, trigger_position: int, url: str) -> str:
     return f"msg_{digest[:32]}"
 
 
-def shown_url(url: str) -> str:
-    """The URL as the run's history shows it: scheme, host, port and path (no credentials, query or fragment)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    port = f":{parts.port}" if parts.port is not None else ""
-    return f"{parts.scheme}://{host}{port}{parts.path}"
-
-
 def check_webhook_url(url: str, *, allow_http: bool, allow_private: bool) -> str:
     """The URL itself when the service may send to it; InvalidWebhook otherwise (https only unless `allow_http`;
     a loopback, private, link-local or reserved address only with `allow_private`)."""

@@ -98,9 +98,7 @@ class Services:
             ))
         if self.engine is not None:
             await self.engine.recover()
-        resumed = await self.webhooks.resume()
-        if resumed:
-            logger.info("webhooks of %d run events are being delivered again (pending when the service stopped)", resumed)
+        self._sweepers.append(asyncio.create_task(self._resume_webhooks(), name="flowtrail-webhooks-resume"))
         self.tokens.start()
         if self.key_file is not None:
             self._sweepers.append(asyncio.create_task(self.key_file.watch(), name="flowtrail-key-file-watch"))
@@ -112,6 +110,16 @@ class Services:
             return
         logger.warning("asked to reload the API keys, but they come from FLOWTRAIL_API_KEYS (or are the demo key), "
                        "which a running process cannot re-read: nothing changed (FLOWTRAIL_API_KEYS_FILE can be reloaded)")
+
+    async def _resume_webhooks(self) -> None:
+        """Take up the deliveries the log leaves pending, beside the start (a long history does not hold it up)."""
+        try:
+            resumed = await self.webhooks.resume()
+        except Exception:
+            logger.exception("the pending webhooks could not be taken up now; the next start takes them up")
+            return
+        if resumed:
+            logger.info("webhooks of %d run events are being delivered again (pending when the service stopped)", resumed)
 
     async def _requeue_orphans(self) -> None:
         if self.engine is not None:

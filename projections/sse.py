@@ -177,9 +177,13 @@ def _visit_started(event: ev.VisitStarted, run_id: str) -> NodeStatusRunningPayl
     )
 
 
+CUT_KINDS = frozenset({"tool_call", "tool_result"})
+"""Stream kinds whose message carries at most TOOL_CONTENT_LIMIT characters of the content."""
+
+
 def _node_streamed(event: ev.NodeStreamed, run_id: str) -> NodeStreamPayload:
     content = event.content
-    if event.kind in ("tool_call", "tool_result"):
+    if event.kind in CUT_KINDS:
         content = content[:TOOL_CONTENT_LIMIT]
     return _stream(event, run_id, event.kind, content, event.tool_name)
 

@@ -11,6 +11,8 @@ from datetime import datetime
 from typing import Any
 
 from domain import events as ev
+from domain.vocabulary import VISIT_FAILED, VISIT_RUNNING, VISIT_SKIPPED, VISIT_SUCCESS
+from projections.visits import skipped_iter_seq
 
 
 @dataclass
@@ -38,7 +40,7 @@ class VisitTime:
     iter_seq: int
     sort_order: int
     position: int
-    status: str = "RUNNING"
+    status: str = VISIT_RUNNING
     started_at: datetime | None = None
     ended_at: datetime | None = None
     waits: list[Wait] = field(default_factory=list)
@@ -87,13 +89,14 @@ class RunTimeline:
         self._open(event, event.iter_seq).started_at = event.timestamp
 
     def _visit_skipped(self, event: ev.VisitSkipped) -> None:
-        visit = self._open(event, event.iter_seq or 1)
-        visit.status, visit.started_at, visit.ended_at = "SKIPPED", event.timestamp, event.timestamp
+        of_node = sum(1 for visit in self.visits.values() if visit.node_id == event.node_id)
+        visit = self._open(event, skipped_iter_seq(event, of_node))
+        visit.status, visit.started_at, visit.ended_at = VISIT_SKIPPED, event.timestamp, event.timestamp
 
     def _visit_ended(self, event: ev.VisitCompleted | ev.VisitFailed) -> None:
         visit = self.visits.get(event.visit_uuid)
         if visit is not None:
-            visit.status = "SUCCESS" if isinstance(event, ev.VisitCompleted) else "FAILED"
+            visit.status = VISIT_SUCCESS if isinstance(event, ev.VisitCompleted) else VISIT_FAILED
             visit.ended_at = event.timestamp
 
     def _asked_for(self, event: ev.ClarifyRequested) -> None:

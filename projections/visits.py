@@ -86,6 +86,11 @@ class Visit:
 V = TypeVar("V", bound=Visit)
 
 
+def skipped_iter_seq(event: ev.VisitSkipped, visits_of_node: int) -> int:
+    """A skipped visit's iterSeq: the event's, else (logs before it was recorded) the node's next."""
+    return event.iter_seq or visits_of_node + 1
+
+
 class VisitFold(Generic[V]):
     """One run's visits, each a `visit_type`, folded from its events: the one per-visit fold.
 
@@ -132,7 +137,7 @@ class VisitFold(Generic[V]):
             visit.started_at = event.timestamp
 
     def _skipped(self, event: ev.VisitSkipped) -> None:
-        visit = self._open(event, event.iter_seq or len(self._by_node.get(event.node_id, ())) + 1)
+        visit = self._open(event, skipped_iter_seq(event, len(self._by_node.get(event.node_id, ()))))
         if visit is not None:
             visit.status = VISIT_SKIPPED
             visit.skip_reason = event.reason or None

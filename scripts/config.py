@@ -11,7 +11,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
-from domain.webhooks import shown_url
+from domain.urls import shown_url
 from engine.access import ApiKey
 from engine.config import Variable, accepted_values, value_at, variables
 from engine.settings import Settings

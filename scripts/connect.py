@@ -101,17 +101,14 @@ def connect(url: str | None, key: str | None) -> FlowtrailClient:
 
 
 def reported(work: Callable[[], Coroutine[Any, Any, int]]) -> int:
-    """Run a command's coroutine; a refusal or an unreachable service is one line on stderr and status 1."""
+    """Run a command's coroutine; a refusal or an unreachable service is one line on stderr and status 1 (a file
+    error is `main`'s to report, the same way)."""
     try:
         return asyncio.run(work())
     except ApiError as refused:
         print(f"error: {refused.code}: {refused.message}", file=sys.stderr)
     except ClientError as failed:
         print(f"error: {failed}", file=sys.stderr)
-    except BrokenPipeError:
-        raise
-    except OSError as failed:
-        print(f"error: {os_error(failed)}", file=sys.stderr)
     return 1
 
 

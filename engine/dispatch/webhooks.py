@@ -21,13 +21,10 @@ from procrastinate.retry import BaseRetryStrategy, RetryDecision
 
 from engine.clock import utcnow
 from engine.dispatch.jobs import JobDispatch
-from engine.webhooks.delivery import Delivery
+from engine.webhooks.delivery import FAILED_ATTEMPT_SECONDS, Delivery
 
 WEBHOOK_TASK = "flowtrail.deliver_webhook"
 WEBHOOK_QUEUE = "webhooks"
-FAILED_ATTEMPT_SECONDS = 5.0
-"""When an attempt could not even be made or recorded (the store away), the wait before the job runs again; the
-delivery's time bound still ends it."""
 MAX_JOB_RUNS = 10_000
 
 

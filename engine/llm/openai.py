@@ -9,11 +9,11 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 import httpx
 import msgspec
 
+from domain.urls import shown_url
 from engine.llm.config import ModelConfig
 from engine.llm.types import (
     Chunk,
@@ -52,7 +52,7 @@ class OpenAIProvider(CollectingProvider):
 
     def __repr__(self) -> str:
         c = self.config
-        return f"OpenAIProvider(id={c.id!r}, model={c.model!r}, base_url={safe_url(c.base_url)!r})"
+        return f"OpenAIProvider(id={c.id!r}, model={c.model!r}, base_url={shown_url(c.base_url)!r})"
 
     async def aclose(self) -> None:
         """Close the HTTP client."""
@@ -179,7 +179,7 @@ class _Guard:
         except httpx.TransportError as exc:
             raise LlmUnreachable(
                 f"could not reach model {self._config.id!r} at "
-                f"{safe_url(self._config.base_url)} ({type(exc).__name__})"
+                f"{shown_url(self._config.base_url)} ({type(exc).__name__})"
             ) from None
         finally:
             self._waiting = False
@@ -387,11 +387,3 @@ def parse_retry_after(value: str | None) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
-
-
-def safe_url(url: str) -> str:
-    """The URL without user info, query or fragment (they may carry credentials)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{host}{port}{parts.path}"

@@ -2,14 +2,15 @@
 
 A finished run leaves memory whole when its last reader and writer go, but glibc keeps the freed pages of a
 fragmented heap mapped: the process's RSS, what an operator pays, stays up. One `malloc_trim(0)` a second at
-most, a second after a run was released, returns them (`madvise`); elsewhere than glibc it does nothing.
+most, a second after a run was released, returns them (`madvise`); elsewhere than glibc it does nothing. The trim
+walks the whole heap (tens to hundreds of milliseconds on a large one), so it runs on a worker thread (ctypes
+releases the GIL), never on the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import ctypes
-import ctypes.util
 from collections.abc import Callable
 
 TRIM_DELAY_SECONDS = 1.0
@@ -17,12 +18,15 @@ TRIM_DELAY_SECONDS = 1.0
 
 
 def _malloc_trim() -> Callable[[int], int] | None:
-    name = ctypes.util.find_library("c")
+    """glibc's malloc_trim from the C library already loaded into the process (None elsewhere)."""
     try:
-        trim: Callable[[int], int] = ctypes.CDLL(name).malloc_trim
+        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError, TypeError):
         return None
     return trim
+
+
+MALLOC_TRIM = _malloc_trim()
 
 
 class HeapTrim:
@@ -30,20 +34,29 @@ class HeapTrim:
 
     def __init__(self, delay: float = TRIM_DELAY_SECONDS, trim: Callable[[int], int] | None = None) -> None:
         self._delay = delay
-        self._trim = trim if trim is not None else _malloc_trim()
-        self._pending: asyncio.TimerHandle | None = None
+        self._trim = trim if trim is not None else MALLOC_TRIM
+        self._due = False
 
     def soon(self) -> None:
         """Trim the heap within the delay (nothing if a trim is already due, or without glibc, or without a loop)."""
-        if self._trim is None or self._pending is not None:
+        if self._trim is None or self._due:
             return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return
-        self._pending = loop.call_later(self._delay, self._now)
+        self._due = True
+        loop.call_later(self._delay, self._start, loop, self._trim)
 
-    def _now(self) -> None:
-        self._pending = None
-        if self._trim is not None:
-            self._trim(0)
+    def _start(self, loop: asyncio.AbstractEventLoop, trim: Callable[[int], int]) -> None:
+        try:
+            trimming = loop.run_in_executor(None, trim, 0)
+        except RuntimeError:  # the loop is shutting down (its executor is gone): the process's memory goes anyway
+            self._due = False
+            return
+        trimming.add_done_callback(self._done)
+
+    def _done(self, trimmed: asyncio.Future[int]) -> None:
+        self._due = False
+        if not trimmed.cancelled():
+            trimmed.exception()  # retrieved: a failed trim changes nothing

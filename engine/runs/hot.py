@@ -29,6 +29,7 @@ from projections.sse import (
     render_stateless,
 )
 from projections.summary import RunSummary
+from projections.timeline import RunTimeline
 from projections.visits import VisitIndex
 
 FrameEncoder = Callable[[SseMessage], bytes]
@@ -56,6 +57,8 @@ class HotRun:
         self.version = 0
         self.sse = SseProjection()
         self.summary = RunSummary()
+        self.timeline = RunTimeline()
+        """When each visit ran and waited, and its tokens (GET /runs/{runId}/timeline)."""
         self._max_frames = max_frames
         self.ids: list[int] = []
         """The positions of the frames in memory, in order (`_frames` and `_topics` run beside it)."""
@@ -163,6 +166,7 @@ class HotRun:
     def _apply(self, event: RunEvent) -> None:
         self.version = event.originator_version
         self.summary.apply(event)
+        self.timeline.apply(event)
         pending = self.sse.apply_deferring(event)
         if pending is None:
             return

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import msgspec
 
-from projections.sse import SseMessage
+from projections.sse import CUT_KINDS, SseMessage
 
 STREAM_TAG = "NodeStreamed"
 """The stored tag of the rows this module frames."""
 EVENT = "node_stream"
-_CUT_KINDS = frozenset({"tool_call", "tool_result"})
-"""Kinds whose content the message cuts (projections.sse): decoded, not copied."""
 _DATA = b'{"runId":"%b","type":"node_stream","nodeId":%b,"visitUuid":%b,"kind":%b,"content":%b,"toolName":%b}'
 _NULL = msgspec.Raw(b"null")
 
@@ -43,7 +41,7 @@ def stream_message(position: int, state: bytes, run_hex: bytes) -> SseMessage | 
         piece = _decode_piece(state)
     except msgspec.DecodeError:
         return None
-    if piece.kind in _CUT_KINDS:
+    if piece.kind in CUT_KINDS:  # the message cuts their content: decoded, not copied
         return None
     node_id = _decode_string(piece.node_id)
     data = _DATA % (run_hex, piece.node_id, piece.visit_uuid, _encode(piece.kind), piece.content, piece.tool_name)

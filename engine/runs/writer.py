@@ -241,21 +241,24 @@ class RunWriter:
                 self._unsure = list(events)
                 raise
             self._unsure = []
-            self.run = run
-            self._hot_runs.publish(events)
-            runs_appended(run, events, self.created_at)
-            if self.on_appended is not None:
-                self.on_appended(run, events)
+            self._took(run, events)
             return list(events)
         raise ConcurrentAppend(f"run {self.run.id.hex}: lost {MAX_CATCH_UPS} appends in a row to other processes")
+
+    def _took(self, run: Run, events: Sequence[ev.RunEvent]) -> None:
+        """Events of this writer are in the log: their fold is the state; publish them and tell who follows appends."""
+        self.run = run
+        self._hot_runs.publish(events)
+        runs_appended(run, events, self.created_at)
+        if self.on_appended is not None:
+            self.on_appended(run, events)
 
     async def _catch_up(self) -> None:
         """Fold in the events other processes appended; RunTakenOver when they execute the run."""
         foreign = await self.store.read_stream(self.run.id, after=self.run.version)
         own, self._unsure = self._unsure, []
         if own and foreign[:len(own)] == own:  # a failed append that was stored after all
-            self.run = evolve_all(self.run, own)
-            self._hot_runs.publish(own)
+            self._took(evolve_all(self.run, own), own)
             foreign = foreign[len(own):]
         executed = [e for e in foreign if not isinstance(e, CONTROL_EVENTS)]
         if executed and self.executing:

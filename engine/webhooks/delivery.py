@@ -24,7 +24,7 @@ import msgspec
 
 from domain import events as ev
 from domain.errors import IllegalTransition
-from domain.run import fold
+from domain.urls import shown_url
 from domain.webhooks import (
     ErrorKind,
     Trigger,
@@ -33,7 +33,6 @@ from domain.webhooks import (
     is_private_host,
     is_retried,
     record_attempt,
-    shown_url,
     trigger_of,
 )
 from engine.clock import utcnow
@@ -57,6 +56,11 @@ class Delivery(msgspec.Struct, frozen=True):
     trigger_position: int
 
 
+FAILED_ATTEMPT_SECONDS = 5.0
+"""When an attempt could not even be made or recorded (the store away), the wait before it is made again; the
+delivery's time bound still ends it."""
+
+
 class Answer(msgspec.Struct, frozen=True):
     """What one POST got: the receiver's status, or why there was none, and how long it took."""
 
@@ -70,7 +74,7 @@ class Deliverer:
 
     def __init__(
         self, settings: WebhookSettings, key: bytes, *, link_base: str,
-        read_events: Callable[[UUID], Awaitable[list[ev.RunEvent]]], writing: Writing,
+        read_events: Callable[..., Awaitable[list[ev.RunEvent]]], writing: Writing,
     ) -> None:
         self.settings = settings
         self._key = key
@@ -97,19 +101,27 @@ class Deliverer:
         return await self._next_wait(record, answer, pending.deadline)
 
     async def _pending(self, delivery: Delivery) -> _Pending | None:
-        """The delivery as the run's log has it; None when it was settled, or its trigger is not in the log."""
-        run_id = UUID(hex=delivery.run_id)
-        events: list[ev.RunEvent] = await self._read_events(run_id)
-        run = fold(events)
-        if run is None or delivery.webhook_id in run.settled_webhooks or len(events) < delivery.trigger_position:
+        """The delivery as the run's log has it; None when it was settled, or its trigger is not in the log.
+
+        Reads the run's first event, its trigger and what followed the trigger (where every attempt of the delivery
+        stands), never the whole log: a long run's attempts stay cheap.
+        """
+        run_id, position = UUID(hex=delivery.run_id), delivery.trigger_position
+        head = await self._read_events(run_id, limit=1)
+        at = await self._read_events(run_id, after=position - 1, limit=1)
+        if not head or not at or at[0].originator_version != position:
             return None
-        created, trigger_event = events[0], events[delivery.trigger_position - 1]
+        created, trigger_event = head[0], at[0]
         trigger = trigger_of(trigger_event)
         if not isinstance(created, ev.RunCreated) or trigger is None:
             logger.error("run %s: no webhook trigger at position %d; delivery %s dropped",
-                         run_id.hex, delivery.trigger_position, delivery.webhook_id)
+                         run_id.hex, position, delivery.webhook_id)
             return None
-        attempts = sum(1 for e in events if type(e) is ev.WebhookAttempted and e.webhook_id == delivery.webhook_id)
+        mine = [e for e in await self._read_events(run_id, after=position)
+                if isinstance(e, ev.WebhookAttempted | ev.WebhookAbandoned) and e.webhook_id == delivery.webhook_id]
+        if any(isinstance(e, ev.WebhookAbandoned) or e.delivered for e in mine):
+            return None
+        attempts = sum(1 for e in mine if isinstance(e, ev.WebhookAttempted))
         return _Pending(
             _Record(delivery, shown_url(delivery.url), trigger, attempts), created, trigger_event,
             trigger_event.timestamp + timedelta(seconds=self.settings.delivery_seconds),

@@ -21,12 +21,10 @@ from domain.run_state import Run
 from domain.webhooks import TRIGGER_TAGS, InvalidWebhook, check_webhook_url, trigger_of, webhook_id
 from engine.access import KeyRing
 from engine.clock import utcnow
-from engine.webhooks.delivery import Deliverer, Delivery
+from engine.webhooks.delivery import FAILED_ATTEMPT_SECONDS, Deliverer, Delivery
 from engine.webhooks.settings import WebhookSettings
 
 logger = logging.getLogger("flowtrail.webhooks")
-FAILED_ATTEMPT_SECONDS = 5.0
-"""When an attempt could not be made or recorded (the store away), the wait before it is made again."""
 ReadEvents = Callable[..., Awaitable[list[ev.RunEvent]]]
 
 
@@ -159,12 +157,16 @@ class Webhooks:
         settled, begun = await self._outcomes()
         horizon = utcnow() - timedelta(seconds=self.settings.delivery_seconds)
         resumed = 0
+        heads: dict[UUID, tuple[ev.RunCreated, int]] = {}
         for tag in TRIGGER_TAGS:
             for event in await self._read_all(tag):
                 if event.timestamp < horizon:
                     continue
-                created, copied = await self._head(event.originator_id)
-                if event.originator_version > copied:  # a fork's copy of its source's event triggers nothing
+                if event.originator_id not in heads:
+                    heads[event.originator_id] = await self._head(event.originator_id)
+                created, copied = heads[event.originator_id]
+                # a fork's copy of its source's event triggers nothing; a run with no target has nothing to send
+                if event.originator_version > copied and self.targets(created):
                     await self._send_all(created, event.originator_version, settled=settled)
                     resumed += 1
         for attempt in begun.values():  # past the bound, never settled: their next attempt records the abandonment

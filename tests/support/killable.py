@@ -5,9 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal
 
-import httpx
-
-from tests.support.process import ServerProcess
+from tests.support.process import ServerProcess, healthy
 
 RECOVERING = "recovering run"
 """What the log says when start-up takes over a run the last process was executing (engine/execution/recovery.py);
@@ -20,19 +18,9 @@ class KillableServer(ServerProcess):
     async def ready(self, timeout: float = 20.0) -> None:
         """Wait until /healthz answers 200 (the process dying first is an error)."""
         assert self.process is not None
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        async with httpx.AsyncClient() as client:
-            while loop.time() < deadline:
-                if self.process.poll() is not None:
-                    raise RuntimeError(f"server exited {self.process.returncode}: {self.log()[-2000:]}")
-                try:
-                    if (await client.get(f"{self.base_url}/healthz", timeout=2.0)).status_code == 200:
-                        return
-                except httpx.TransportError:
-                    pass
-                await asyncio.sleep(0.02)
-        raise RuntimeError(f"server not ready within {timeout} s: {self.log()[-2000:]}")
+        process = self.process
+        await healthy(self.base_url, process, lambda: f"server exited {process.returncode}: {self.log()[-2000:]}",
+                      seconds=timeout, every=0.02, late=lambda: f": {self.log()[-2000:]}")
 
     def kill(self) -> float:
         """SIGKILL the process and reap it; the loop time just before the signal."""

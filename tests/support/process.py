@@ -71,16 +71,20 @@ class ServerProcess:
             await asyncio.to_thread(self.process.wait, 15)
 
 
-async def healthy(base_url: str, process: subprocess.Popen[bytes], exited: Callable[[], str], *, seconds: float) -> None:
-    """Wait until `base_url`/healthz answers 200; RuntimeError(`exited()`) when the process ends first."""
+async def healthy(base_url: str, process: subprocess.Popen[bytes], exited: Callable[[], str], *, seconds: float,
+                  every: float = 0.05, late: Callable[[], str] = lambda: "") -> None:
+    """Wait until `base_url`/healthz answers 200, asking every `every` s; RuntimeError(`exited()`) when the process
+    ends first, and one naming `late()` when `seconds` pass."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
     async with httpx.AsyncClient() as client:
-        for _ in range(int(seconds / 0.05)):
+        while loop.time() < deadline:
             if process.poll() is not None:
                 raise RuntimeError(exited())
             try:
-                if (await client.get(f"{base_url}/healthz")).status_code == 200:
+                if (await client.get(f"{base_url}/healthz", timeout=2.0)).status_code == 200:
                     return
             except httpx.TransportError:
                 pass
-            await asyncio.sleep(0.05)
-    raise RuntimeError(f"{base_url} did not answer /healthz within {seconds:g} s")
+            await asyncio.sleep(every)
+    raise RuntimeError(f"{base_url} did not answer /healthz within {seconds:g} s{late()}")

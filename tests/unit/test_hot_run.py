@@ -213,3 +213,21 @@ async def test_a_heap_trim_asked_for_many_times_runs_once_after_its_delay():
     heap.soon()
     await asyncio.sleep(0.05)
     assert trims == [0, 0]
+
+
+def test_a_heap_trim_due_when_the_loop_has_shut_its_executor_down_is_let_go():
+    trims: list[int] = []
+    heap = HeapTrim(delay=0.0, trim=trims.append)
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(loop.shutdown_default_executor())
+
+        async def ask() -> None:
+            heap.soon()
+            await asyncio.sleep(0.01)
+
+        loop.run_until_complete(ask())
+    finally:
+        loop.close()
+    assert trims == []
+    heap.soon()  # without a running loop: nothing to do, nothing raised

@@ -14,6 +14,7 @@ from domain import events as ev
 from domain.erasure import skeleton_of
 from domain.errors import IllegalTransition
 from domain.run import fold
+from domain.urls import shown_url
 from domain.webhooks import (
     InvalidWebhook,
     abandon_delivery,
@@ -21,7 +22,6 @@ from domain.webhooks import (
     check_webhook_url,
     is_retried,
     record_attempt,
-    shown_url,
     trigger_of,
     webhook_id,
 )

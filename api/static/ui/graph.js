@@ -139,13 +139,13 @@ export class GraphView {
   /** Colour each node by its latest visit, count its visits, mark the live one, number the steps taken. */
   update(run, visits) {
     if (!this.graph) return;
-    const byNode = new Map();
-    for (const visit of visits) (byNode.get(visit.nodeId) || byNode.set(visit.nodeId, []).get(visit.nodeId)).push(visit);
     const waiting = run.pause ? run.pause.nodeId : null;
-    const steps = stepsTaken(this.graph, visits);
     const key = JSON.stringify([visits.map((v) => [v.nodeId, v.status]), waiting, run.decisions.length]);
     if (key === this.shown) return;
     this.shown = key;
+    const byNode = new Map();
+    for (const visit of visits) (byNode.get(visit.nodeId) || byNode.set(visit.nodeId, []).get(visit.nodeId)).push(visit);
+    const steps = stepsTaken(this.graph, visits);
     for (const [id, shape] of this.nodes) {
       const mine = byNode.get(id) || [];
       const last = mine.at(-1);

@@ -201,16 +201,15 @@ async function showRun(runId) {
   });
   const hooks = webhooksPanel(runPath); // the delivery log, below the run it tells about
   root.append(hooks);
-  hooks.load().then(() => hooks.watch()).catch(() => hooks.watch());
+  hooks.load().catch(() => {}); // kept current from the run's first pause or its end, when deliveries begin
+  let hooksWatched = false;
   data(`/workflows/${encodeURIComponent(workflowName)}/graph`).then((graph) => {
     view.graph.setGraph(graph, workflowVersion);
-    dirty.add("run");
-    schedule();
+    repaint();
   }).catch(() => {}); // no graph for a workflow gone from the catalogue: the cards say what happened
   data(`/workflows/${encodeURIComponent(workflowName)}`).then((workflow) => { // declared output types: files are links
     view.outputTypes = Object.fromEntries(workflow.outputs.map((o) => [o.name, o.type]));
-    dirty.add("run");
-    schedule();
+    repaint();
   }).catch(() => {}); // a workflow gone from the catalogue: its outputs are shown without their declared types
   // The timeline: a finished run's is read once; a live run's again after something changed, at most every
   // 2 s (or four times as long as the last read took), never two reads at once, and once more at its end.
@@ -244,8 +243,7 @@ async function showRun(runId) {
     resultRead = true;
     try {
       applyResult(run, await data(runPath));
-      dirty.add("run");
-      schedule();
+      repaint();
     } catch (error) {
       say(error.message, "error");
     }
@@ -253,6 +251,7 @@ async function showRun(runId) {
   const paint = () => {
     frame = 0;
     if (run.terminal && !resultRead && root.dataset.mode !== "replay") readResult();
+    if ((run.pause || run.terminal) && !hooksWatched) { hooksWatched = true; hooks.watch(); }
     if (root.dataset.mode !== "replay" && [...dirty].some((key) => key !== "run")) wantTimeline(run.terminal);
     else if (run.terminal && root.dataset.mode !== "replay") wantTimeline(true);
     view.update(run, dirty);
@@ -266,6 +265,7 @@ async function showRun(runId) {
     rerunButton.disabled = !run.terminal || run.status !== "FAILED" || root.dataset.mode === "replay";
   };
   const schedule = () => { if (!frame) frame = requestAnimationFrame(paint); };
+  const repaint = () => { dirty.add("run"); schedule(); };
   const apply = (messages) => {
     const wasErased = run.erased;
     for (const message of messages) {
@@ -278,8 +278,7 @@ async function showRun(runId) {
   const whenErased = () => data(runPath).then((result) => { // the stream says that it was erased, the run says when
     run.erasedAt = result.erasedAt;
     root.dataset.erased = "true";
-    dirty.add("run");
-    schedule();
+    repaint();
   }).catch((error) => say(error.message, "error"));
 
   const follower = new StreamFollower({
@@ -295,8 +294,7 @@ async function showRun(runId) {
     onResult: (result) => { // while the stream is away, the status comes from the polled result
       if (!run.terminal) run.status = result.status;
       applyResult(run, result);
-      dirty.add("run");
-      schedule();
+      repaint();
     },
   });
   let player = null;

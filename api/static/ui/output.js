@@ -44,7 +44,8 @@ function field(value, name, context, depth) {
   return text;
 }
 
-function fileLink(path, context) {
+/** A file's name as a link that downloads the run's workspace (`context.onFile`), or as code without one. */
+export function fileLink(path, context) {
   if (!context.onFile) return h("code", {}, path);
   return h("a", { href: "#", class: "file-link", title: "Downloads the run's workspace (zip)", dataset: { file: path },
     onclick: (event) => { event.preventDefault(); context.onFile(path); } }, path);

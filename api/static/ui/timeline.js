@@ -27,6 +27,14 @@ function cost(usage) {
 const time = (iso) => (iso ? new Date(iso).toLocaleTimeString() : "–");
 
 /** The timeline panel: `show(timeline)` with a GET answer; `onPick(visitUuid)` when a visit's row is clicked. */
+/** What a visit's line says of it: its duration, its wait for answers, its tokens. */
+export function visitFacts(visit) {
+  const facts = [duration(visit.durationMs)];
+  if (visit.waitingMs) facts.push(`waited ${duration(visit.waitingMs)}`);
+  if (visit.usage.promptTokens || visit.usage.completionTokens) facts.push(tokens(visit.usage));
+  return facts;
+}
+
 export class TimelineView {
   constructor({ onPick }) {
     this.onPick = onPick;
@@ -58,9 +66,7 @@ export class TimelineView {
     const width = Math.max(0.6, Math.min(100 - left, ((visit.durationMs ?? 0) / span) * 100));
     const bar = placed(h("span", { class: "bar" }, ...visit.waits.map((wait) => waitMark(wait, from, visit.durationMs, asOf))),
       left, width);
-    const facts = [`+${duration(from - start)}`, duration(visit.durationMs)];
-    if (visit.waitingMs) facts.push(`waited ${duration(visit.waitingMs)}`);
-    if (visit.usage.promptTokens || visit.usage.completionTokens) facts.push(tokens(visit.usage));
+    const facts = [`+${duration(from - start)}`, ...visitFacts(visit)];
     return h("li", { dataset: { visitUuid: visit.visitUuid, nodeId: visit.nodeId, status: visit.status,
       durationMs: visit.durationMs ?? "", waitingMs: visit.waitingMs } },
     h("button", { type: "button", class: "timeline-label", onclick: () => this.onPick(visit.visitUuid),

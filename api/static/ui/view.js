@@ -3,9 +3,9 @@
 import { h, badge, pretty } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
 import { visitsInOrder } from "./model.js";
-import { outputFields } from "./output.js";
+import { fileLink, outputFields } from "./output.js";
 import { GraphView } from "./graph.js";
-import { TimelineView, duration, tokens } from "./timeline.js";
+import { TimelineView, visitFacts } from "./timeline.js";
 
 const SHOWN = 30;
 const MORE = 200;
@@ -45,8 +45,8 @@ export class RunView {
 
   /** Show what changed: the visits in `changed` (a Set of visitUuids and "run"), the event log, the panels. */
   update(run, changed) {
-    for (const key of changed) if (key !== "run" && run.visits.has(key)) this.card(run.visits.get(key), run);
-    this.run = run;
+    this.run = run; // before the cards: a card's body links files by the run it shows
+    for (const key of changed) if (key !== "run" && run.visits.has(key)) this.card(run.visits.get(key));
     const inOrder = visitsInOrder(run);
     this.order(inOrder);
     this.graph.update(run, inOrder);
@@ -99,7 +99,7 @@ export class RunView {
     return { types, files: run.files, onFile: run.erased ? null : () => this.onDownload() };
   }
 
-  card(visit, run) {
+  card(visit) {
     let card = this.cards.get(visit.visitUuid);
     if (!card) {
       const summary = h("summary");
@@ -223,8 +223,8 @@ export class RunView {
     if (run.output) parts.push(h("h3", {}, "Output"), outputFields(run.output, this.fieldsOptions(run, this.outputTypes)));
     if (run.terminal && run.status === "SUCCESS" && !run.erased) {
       if (run.files.length) {
-        parts.push(h("h3", {}, "Workspace files"), h("ul", { class: "files" }, ...run.files.map((f) => h("li", {},
-          h("a", { href: "#", class: "file-link", dataset: { file: f }, onclick: (e) => { e.preventDefault(); this.onDownload(); } }, f)))));
+        const onFile = () => this.onDownload();
+        parts.push(h("h3", {}, "Workspace files"), h("ul", { class: "files" }, ...run.files.map((f) => h("li", {}, fileLink(f, { onFile })))));
       }
       parts.push(h("button", { type: "button", class: "download", onclick: () => this.onDownload() }, "Download workspace (zip)"));
     }
@@ -233,10 +233,7 @@ export class RunView {
 }
 
 function timingText(visit) {
-  const parts = [duration(visit.durationMs)];
-  if (visit.waitingMs) parts.push(`waited ${duration(visit.waitingMs)}`);
-  if (visit.usage.promptTokens || visit.usage.completionTokens) parts.push(tokens(visit.usage));
-  return ` ${parts.join(" · ")}`;
+  return ` ${visitFacts(visit).join(" · ")}`;
 }
 
 function usageLine(usage) {
