@@ -9,7 +9,13 @@ time. A frame's delay is its arrival minus the chunk's timestamp in the run's lo
 from `GET /api/v1/runs/{id}/events`, where each NodeStreamed keeps the time the writer took it).
 
     python -m bench.end_to_end [--store both|sqlite|postgres] [--n 10000] [--runs 2] [--quick]
-                               [--cases one,small,fleet,replay,kept]
+                               [--cases one,small,fleet,replay,kept,paced] [--paced 500,1000] [--paced-events 150]
+
+`paced`: runs streaming at a model's token rate (the scripted model paced at 1/30 s a step, on a host of its
+own), started together and followed by one client each: the other counts of `--paced` in rising order until
+one misses the p99 target (150 ms), then the first count (the target's 500): its per-event delay p50 / p99;
+the largest count within the p99 target is the "live runs per core" figure (one server process: one event loop, one core
+for Python).
 
 `replay`: a finished run of N events (its frames released, so served from the store) read whole by one
 client, with `types=node_stream` and without; events/s from the request to the last node_stream frame.
@@ -23,6 +29,7 @@ import json
 import re
 import sys
 import time
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -128,9 +135,12 @@ def _timestamps(lines: str) -> dict[int, float]:
 class Bench:
     """One host, one client process, one HTTP client: creates, attaches, starts, measures."""
 
-    def __init__(self, host: Worker, client: Worker) -> None:
+    def __init__(self, host: Worker, client: Worker, paced: Bench | None = None) -> None:
         self.host = host
         self.client = client
+        self.paced = paced
+        """The bench of a host whose scripted model streams at 30 steps/s (the `paced` case)."""
+        self.refused = 0
         self.base = host.info["base_url"]
         self.http = httpx.AsyncClient(base_url=self.base, headers={"X-API-Key": API_KEY}, timeout=300.0)
 
@@ -138,8 +148,9 @@ class Bench:
         """Create `count` runs, attach a client to each, start them all; the times and frames of each (and
         each frame's delay, read back from the run's log, unless `read_back` is False)."""
         t_create = time.time()
-        created = await asyncio.gather(*(self.http.post(f"/api/v1/workflows/{name}/runs", json={}) for _ in range(count)))
-        run_ids = [r.raise_for_status().json()["data"]["runId"] for r in created]
+        self.refused = 0
+        created = await asyncio.gather(*(self._post(f"/api/v1/workflows/{name}/runs", {}) for _ in range(count)))
+        run_ids = [r.json()["data"]["runId"] for r in created]
         call = self.client.send("follow", base_url=self.base,
                                 paths=[f"/api/v1/workflows/{name}/runs/{r}/stream?types=node_stream" for r in run_ids])
         await call.wait("connected", timeout=120)
@@ -147,19 +158,39 @@ class Bench:
 
         async def start(run_id: str) -> float:
             sent = time.time()
-            (await self.http.post(f"/api/v1/workflows/{name}/runs/{run_id}/start")).raise_for_status()
+            await self._post(f"/api/v1/workflows/{name}/runs/{run_id}/start", None)
             return sent
 
         t_start = await asyncio.gather(*(start(r) for r in run_ids))
+        if self.refused:
+            print(f"{count} runs: {self.refused} create or start requests answered 503 STORE_UNAVAILABLE and were "
+                  "sent again", file=sys.stderr, flush=True)
         clients = (await call.result(timeout=1200))["clients"]
         cpu1 = cpu_seconds(self.host.pid)
-        logs = await asyncio.gather(*(self.http.get(f"/api/v1/runs/{r}/events") for r in run_ids)) if read_back else []
+        reading = asyncio.Semaphore(READ_BACK_AT_ONCE)
+
+        async def read_back_log(run_id: str) -> httpx.Response:
+            async with reading:
+                return await self.http.get(f"/api/v1/runs/{run_id}/events")
+
+        logs = await asyncio.gather(*(read_back_log(r) for r in run_ids)) if read_back else []
         delays: list[float] = []
         for got, log in zip(clients, logs):
             stamps = _timestamps(log.raise_for_status().text)
             delays.extend(arrival - stamps[fid] for fid, arrival in zip(got["ids"], got["arrivals"]))
         return {"run_id": run_ids[0], "t_create": t_create, "t_start": t_start, "clients": clients, "delays": delays,
                 "cpu": cpu1 - cpu0}
+
+    async def _post(self, path: str, body: Any) -> httpx.Response:
+        """POST, sent again after a while when the answer is 503 (the store's queue was longer than a request
+        waits), as a client does; counted in `refused`."""
+        for _ in range(START_TRIES):
+            answer = await self.http.post(path, json=body)
+            if answer.status_code != 503:
+                break
+            self.refused += 1
+            await asyncio.sleep(0.2)
+        return answer.raise_for_status()
 
     async def close(self) -> None:
         """Close the HTTP client."""
@@ -174,11 +205,17 @@ def _last(result: dict[str, Any]) -> float:
     return max(c["arrivals"][-1] for c in result["clients"])
 
 
-CASES = ("one", "small", "fleet", "replay", "kept")
+CASES = ("one", "small", "fleet", "replay", "kept", "paced")
+PACED_STEP_SECONDS = 1 / 30
+START_TRIES = 20
+PACED_REST_SECONDS = 3.0
+READ_BACK_AT_ONCE = 8
+PACED_P99_MS = 150
 
 
 async def measure(
     bench: Bench, n: int, runs: int, fleet_n: int, fleet_runs: int, kept_runs: int, cases: tuple[str, ...] = CASES,
+    paced_counts: Sequence[int] = (500,),
 ) -> dict[str, float]:
     """Every figure of the issue's table for one store (medians over `runs` repetitions), or those of `cases`."""
     figures: dict[str, list[float]] = {}
@@ -197,6 +234,7 @@ async def measure(
             chain = await bench.runs("e2e-chain", 1)
             arrivals = chain["clients"][0]["arrivals"]
             add("chain", len(arrivals) / (arrivals[-1] - arrivals[0]))
+            add("chain_total", len(arrivals) / (arrivals[-1] - chain["t_create"]))
         if "small" in cases:
             small = await bench.runs("e2e-one-small", 1)
             add("first", ms(small["clients"][0]["arrivals"][0] - small["t_create"]))
@@ -211,6 +249,9 @@ async def measure(
     if "replay" in cases:
         for key, rate in (await replay_rates(bench, "e2e-one", runs)).items():
             add(key, rate)
+    if "paced" in cases and bench.paced is not None:
+        found = await paced_figures(bench.paced, paced_counts[0], paced_counts[1:])
+        figures.update({key: [value] for key, value in found.items()})
     if "kept" in cases:
         await bench.runs("e2e-one-small", 10, read_back=False)  # caches and allocator arenas at their high-water mark
         await bench.host.call("gc", trim=True)
@@ -225,6 +266,33 @@ async def measure(
         add("kept_rss", (as_is - before) * 1024 / events)
         add("kept", (after - before) * 1024 / events)
     return {key: median(values) for key, values in figures.items()}
+
+
+async def paced_round(bench: Bench, count: int) -> tuple[float, float]:
+    """`count` runs at a model's pace, started together: their per-event delay p50 and p99 (ms)."""
+    cpu0, began = cpu_seconds(bench.host.pid), time.time()
+    result = await bench.runs("e2e-paced", count)
+    share = (cpu_seconds(bench.host.pid) - cpu0) / (time.time() - began)
+    p50, p99 = ms(percentile(result["delays"], 50)), ms(percentile(result["delays"], 99))
+    rate = _events(result) / (_last(result) - min(result["t_start"]))
+    print(f"paced: {count} runs at 30 events/s: delay p50 {p50:.0f} ms, p99 {p99:.0f} ms, server CPU {share:.2f} "
+          f"cores, {rate:,.0f} events/s", file=sys.stderr, flush=True)
+    return p50, p99
+
+
+async def paced_figures(bench: Bench, target: int, search: Sequence[int]) -> dict[str, float]:
+    """Rising counts until one misses the p99 target (the largest that met it), then the target count's delays."""
+    carried = 0
+    for count in sorted(search):
+        if (await paced_round(bench, count))[1] > PACED_P99_MS:
+            break
+        carried = count
+        await asyncio.sleep(PACED_REST_SECONDS)
+    await asyncio.sleep(PACED_REST_SECONDS)
+    p50, p99 = await paced_round(bench, target)
+    if p99 <= PACED_P99_MS:
+        carried = max(carried, target)
+    return {"paced_p50": p50, "paced_p99": p99, "paced_carried": carried}
 
 
 async def replay_rates(bench: Bench, name: str, rounds: int) -> dict[str, float]:
@@ -246,6 +314,7 @@ ROWS = [
     ("p50", "same, per-event delay p50 ms", 10, False),
     ("p99", "same, per-event delay p99 ms", 50, False),
     ("chain", "same, 3 nodes in a chain: streaming-phase events/s", 30000, True),
+    ("chain_total", "same, 3 nodes in a chain: events/s, create to last event", None, True),
     ("first", "one run, N={m}: create to first event ms", 20, False),
     ("fleet", "{k} concurrent runs x {m} events: aggregate events/s", 30000, True),
     ("fleet_first", "same: start to first event p50 ms", 100, False),
@@ -254,6 +323,9 @@ ROWS = [
     ("fleet_p99", "same: per-event delay p99 ms", 300, False),
     ("replay", "finished run of {n} events read whole from the store, types=node_stream: events/s", 100000, True),
     ("replay_all", "same, unfiltered: node_stream events/s", 100000, True),
+    ("paced_p50", "{p} runs at 30 events/s each: per-event delay p50 ms", 60, False),
+    ("paced_p99", "same: per-event delay p99 ms", PACED_P99_MS, False),
+    ("paced_carried", "live runs at 30 events/s one process carries within p99 <= 150 ms", None, True),
     ("cpu", "server CPU per event us (one run, N={n})", 40, False),
     ("kept_rss", "RSS growth after {r} finished runs of {m} events, as is (no gc, no trim), B/event", 100, False),
     ("kept", "same after gc.collect() and malloc_trim, B/event", 100, False),
@@ -262,6 +334,7 @@ ROWS = [
 
 async def run(
     kinds: list[str], n: int, runs: int, concurrent: int, small: int, kept: int, cases: tuple[str, ...] = CASES,
+    paced_counts: Sequence[int] = (500,), paced_events: int = 150,
 ) -> None:
     """Measure each store and print the table with each target beside its figure."""
     found: dict[str, dict[str, float]] = {}
@@ -269,21 +342,29 @@ async def run(
         async with Fleet("end-to-end") as fleet:
             flows = fleet.workdir / "workflows"
             flows.mkdir()
-            for name, nodes, steps in (("e2e-one", 1, n), ("e2e-chain", 3, n // 3), ("e2e-one-small", 1, small)):
+            for name, nodes, steps in (("e2e-one", 1, n), ("e2e-chain", 3, n // 3), ("e2e-one-small", 1, small),
+                                       ("e2e-paced", 1, paced_events)):
                 (flows / f"{name}.json").write_text(json.dumps(workflow(name, nodes, steps)))
             host = await fleet.host(fleet.store(kind), workflows_dir=flows, scripted_pace_seconds=0)
             client = await Worker.start("bench.end_to_end", "--client", name="client")
             fleet.workers.append(client)
-            bench = Bench(host, client)
+            paced = None
+            if "paced" in cases:
+                paced_host = await fleet.host(fleet.store(kind), workflows_dir=flows, name="paced",
+                                              scripted_pace_seconds=PACED_STEP_SECONDS)
+                paced = Bench(paced_host, client)
+            bench = Bench(host, client, paced)
             try:
-                found[kind] = await measure(bench, n, runs, small, concurrent, kept, cases)
+                found[kind] = await measure(bench, n, runs, small, concurrent, kept, cases, paced_counts)
             finally:
                 await bench.close()
+                if paced is not None:
+                    await paced.close()
     rows = []
     for key, label, target, at_least in ROWS:
         if key not in found[kinds[0]]:
             continue
-        row: dict[str, Any] = {"case": label.format(n=f"{n:,}", m=f"{small:,}", k=concurrent, r=kept)}
+        row: dict[str, Any] = {"case": label.format(n=f"{n:,}", m=f"{small:,}", k=concurrent, r=kept, p=paced_counts[0])}
         for kind in kinds:
             row[kind] = found[kind][key]
             row[f"{kind} vs target"] = "-" if target is None else verdict(found[kind][key], target, at_least=at_least)
@@ -301,6 +382,10 @@ def add_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kept", type=int, default=100, help="finished runs of the memory case")
     parser.add_argument("--cases", default=",".join(CASES),
                         help=f"comma-separated cases to measure, of {','.join(CASES)} (one = one run and the chain)")
+    parser.add_argument("--paced", default="500,50,100,150,200,300,400",
+                        help="run counts of the paced case: the target's count (measured last), then the counts "
+                             "searched in rising order for the most runs within the p99 target")
+    parser.add_argument("--paced-events", type=int, default=150, help="steps of each paced run (at 30/s)")
     parser.add_argument("--quick", action="store_true", help="a quick look: N=2,000, 1 run, 10 concurrent, 20 kept")
 
 
@@ -316,7 +401,9 @@ def main() -> None:
     async def go() -> None:
         print(f"machine idle {await machine_idle(2.0):.0%} before measuring", file=sys.stderr, flush=True)
         cases = tuple(c for c in args.cases.split(",") if c)
-        await run(store_kinds(args.store), args.n, args.runs, args.concurrent, args.small, args.kept, cases)
+        counts = [int(c) for c in args.paced.split(",") if c]
+        await run(store_kinds(args.store), args.n, args.runs, args.concurrent, args.small, args.kept, cases,
+                  counts, args.paced_events)
 
     run_loop(go())
 

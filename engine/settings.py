@@ -60,12 +60,17 @@ class StreamSettings:
         "FLOWTRAIL_KEEPALIVE_SECONDS", "`: keep-alive` comment interval on idle streams", gt=0,
     )] = 30.0
     coalesce_ms: Annotated[float, setting(
-        "FLOWTRAIL_COALESCE_MS", "window in which stream chunks of a visit are merged and appended together", ge=0,
+        "FLOWTRAIL_COALESCE_MS", "window in which thinking chunks of a visit are merged and appended together "
+        "(other chunks are appended as soon as the run's append before them is stored)", ge=0,
     )] = 40.0
     turn_ms: Annotated[float, setting(
         "FLOWTRAIL_STREAM_TURN_MS", "how long one run's stream chunks may hold the event loop before they yield it "
         "to other runs, streams and requests (0: after every chunk)", ge=0,
     )] = 2.0
+    ahead_chunks: Annotated[int, setting(
+        "FLOWTRAIL_STREAM_AHEAD_CHUNKS", "stream chunks the runs of this process may buffer ahead of the store, shared "
+        "by the runs streaming at once (each may buffer at least 32); a run at its share waits for the store", ge=32,
+    )] = 1024
     hot_buffer_messages: Annotated[int, setting(
         "FLOWTRAIL_HOT_BUFFER_MESSAGES", "SSE messages kept in memory per run; older ones come from the store",
         ge=5000,

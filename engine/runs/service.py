@@ -14,6 +14,7 @@ from engine.clock import utcnow
 from engine.observability.lifecycle import run_created
 from engine.observability.requests import stamped_all
 from engine.observability.tracing import with_trace_parent
+from engine.runs.budget import DEFAULT_AHEAD_CHUNKS, StreamBudget
 from engine.runs.creation import Creation, IdempotentRequest, NewRun, creation_events
 from engine.runs.feed import Feed, follow
 from engine.runs.hot import HotRun, Wants
@@ -43,9 +44,10 @@ class RunService:
 
     def __init__(
         self, store: AsyncEventStore, hot_runs: HotRuns, *, coalesce_seconds: float,
-        turn_seconds: float = DEFAULT_TURN_SECONDS,
+        turn_seconds: float = DEFAULT_TURN_SECONDS, ahead_chunks: int = DEFAULT_AHEAD_CHUNKS,
     ) -> None:
         self._store = store
+        self.budget = StreamBudget(ahead_chunks)
         self._hot_runs = hot_runs
         self.coalesce_seconds = coalesce_seconds
         self.turn_seconds = turn_seconds
@@ -110,6 +112,7 @@ class RunService:
                 writer = RunWriter(
                     self._store, self._hot_runs, run, coalesce_seconds=self.coalesce_seconds,
                     created_at=events[0].timestamp, on_appended=self.on_appended, turn_seconds=self.turn_seconds,
+                    budget=self.budget,
                 )
                 self._writers[run_id] = writer
                 self._hot_runs.writer_joined(run_id)

@@ -1,8 +1,11 @@
 """The single writer of one run in this process: decide, append, then publish, in order.
 
-Stream chunks are buffered for a short window; consecutive thinking chunks of one visit
-are merged (chunks of other visits in between do not break the run), and everything
-buffered is appended in one transaction. A producer that hands chunks over without ever
+Thinking chunks are buffered for a short window (the coalescing window), in which consecutive
+thinking chunks of one visit are merged (chunks of other visits in between do not break the run);
+other chunks are appended as soon as the loop turns and the run's append before them is stored,
+and everything buffered then is appended in one transaction (appends of several runs made at
+once share one: engine.store.append_groups). A run buffers at most its share of the process's
+stream budget (engine.runs.budget) before it waits for the store. A producer that hands chunks over without ever
 waiting (a scripted model at zero pace, a burst read from a network buffer) yields the event
 loop once it has held it for the turn bound (`turn_seconds`), so other runs, streams and
 requests take their turns between its chunks. When a full buffer is handed to the store, the
@@ -30,12 +33,14 @@ from domain.run import Run, StreamPiece, check_stream_chunk, evolve, evolve_all,
 from engine.clock import utcnow
 from engine.observability.lifecycle import runs_appended
 from engine.observability.requests import stamped
+from engine.runs.budget import StreamBudget
 from engine.runs.hot_runs import HotRuns
 from engine.store import AsyncEventStore, ConcurrentAppend
 
 logger = logging.getLogger("flowtrail.writer")
 MERGEABLE_KINDS = frozenset({"thinking"})
 MAX_BUFFERED_CHUNKS = 2048
+"""The stream chunks one run may buffer when no budget is given (engine.runs.budget shares one among runs)."""
 DEFAULT_TURN_SECONDS = 0.002
 """How long one run's stream chunks may hold the event loop before they yield it (FLOWTRAIL_STREAM_TURN_MS)."""
 MAX_CATCH_UPS = 8
@@ -81,9 +86,10 @@ class RunWriter:
     def __init__(
         self, store: AsyncEventStore, hot_runs: HotRuns, run: Run, *, coalesce_seconds: float,
         created_at: datetime | None = None, on_appended: Appended | None = None,
-        turn_seconds: float = DEFAULT_TURN_SECONDS,
+        turn_seconds: float = DEFAULT_TURN_SECONDS, budget: StreamBudget | None = None,
     ) -> None:
         self.store = store
+        self.budget = budget or StreamBudget(MAX_BUFFERED_CHUNKS)
         self.created_at = created_at
         self.on_appended = on_appended
         self._hot_runs = hot_runs
@@ -93,6 +99,8 @@ class RunWriter:
         self._chunks: list[_Chunk | StreamPiece] = []
         self._last_of_visit: dict[str, _Chunk | StreamPiece] = {}
         self._timer: asyncio.TimerHandle | None = None
+        self._flush_waiting = False
+        """A flush is scheduled and has not taken the buffer yet: it takes what is buffered by then."""
         self._flush_error: BaseException | None = None
         self._appending: asyncio.Future[list[ev.RunEvent]] | None = None
         self.chunks_received = 0
@@ -147,14 +155,17 @@ class RunWriter:
                 _Chunk(visit_uuid, node_id, kind, content, tool_name, utcnow()) if kind in MERGEABLE_KINDS
                 else StreamPiece(utcnow(), visit_uuid, node_id, kind, content, tool_name)
             )
+            if not self._chunks:
+                self.budget.holds(self)
             self._chunks.append(chunk)
             self._last_of_visit[visit_uuid] = chunk
         if self.coalesce_seconds <= 0:
             await self.flush()
-        elif len(self._chunks) >= MAX_BUFFERED_CHUNKS:
+        elif len(self._chunks) >= self.budget.share():
             await self._hand_over()
-        elif self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(self.coalesce_seconds, self._flush_soon)
+        elif self._timer is None and not self._flush_waiting:
+            window = self.coalesce_seconds if kind in MERGEABLE_KINDS else 0.0
+            self._timer = asyncio.get_running_loop().call_later(window, self._flush_soon)
         await self._end_turn_when_due()
 
     async def _end_turn_when_due(self) -> None:
@@ -165,10 +176,12 @@ class RunWriter:
 
     def _flush_soon(self) -> None:
         self._timer = None
+        self._flush_waiting = True
         task = asyncio.ensure_future(self.flush())
         task.add_done_callback(self._remember_error)
 
     def _remember_error(self, task: asyncio.Future[None]) -> None:
+        self._flush_waiting = False
         if not task.cancelled() and task.exception() is not None:
             self._flush_error = task.exception()
 
@@ -217,6 +230,8 @@ class RunWriter:
             self._timer.cancel()
             self._timer = None
         chunks, self._chunks, self._last_of_visit = self._chunks, [], {}
+        self.budget.released(self)
+        self._flush_waiting = False
         pieces = [c.piece() if isinstance(c, _Chunk) else c for c in chunks]
 
         def recipe(run: Run) -> list[ev.RunEvent]:
@@ -264,6 +279,7 @@ class RunWriter:
         if executed and self.executing:
             self.taken_over = RunTakenOver(self.run.id.hex, type(executed[0]).__name__)
             self._chunks, self._last_of_visit = [], {}
+            self.budget.released(self)
             logger.warning("%s; this process stops executing it", self.taken_over)
             raise self.taken_over
         self.run = evolve_all(self.run, foreign)

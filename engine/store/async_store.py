@@ -21,6 +21,7 @@ import asyncpg
 
 from domain.chain import ChainCells
 from engine.observability.metrics import APPEND_SECONDS, EVENTS_APPENDED, STORE_ERRORS
+from engine.store.append_groups import AppendGroups, unheard
 from engine.store.deadline import REQUEST_DEADLINE
 from engine.store.event_store import ConcurrentAppend, EventStore, StoreUnavailable
 from engine.store.faults import outage_of
@@ -55,6 +56,7 @@ class AsyncEventStore:
         self.location = store.location
         self.mapper = store.mapper
         self._executor = ThreadPoolExecutor(write_threads, thread_name_prefix="flowtrail-store")
+        self.groups = AppendGroups(store.append_together, self._executor)
         self.pool: asyncpg.Pool | None = None
         self.on_appended: Callable[[list[int]], None] | None = None
         self._appending: set[asyncio.Future[list[int]]] = set()
@@ -119,7 +121,7 @@ class AsyncEventStore:
             return await asyncio.shield(running)
         except asyncio.CancelledError:
             abandoned.set()
-            running.add_done_callback(_unheard)
+            running.add_done_callback(unheard)
             raise
 
     async def _write_on_thread(self, fn: Callable[[], T]) -> T:
@@ -144,18 +146,20 @@ class AsyncEventStore:
                     if not began.is_set():
                         dropped.set()
                 if dropped.is_set():
-                    running.add_done_callback(_unheard)
+                    running.add_done_callback(unheard)
                     raise TimeoutError("the write waited past the request's deadline for a writer thread")
         try:
             return await asyncio.shield(running)
         except asyncio.CancelledError:
-            running.add_done_callback(_unheard)
+            running.add_done_callback(unheard)
             raise
 
     # ---- writes --------------------------------------------------------------------------
 
     async def append_to_stream(self, events: Sequence[Any]) -> list[int]:
         """Append events durably at their streams' positions (all or none); returns their notification ids.
+
+        Appends made while the store writes go to it together (engine.store.append_groups).
 
         A caller that is cancelled does not cut the append short: it goes on (retries included)
         and this process learns its ids.
@@ -176,7 +180,7 @@ class AsyncEventStore:
 
     def _settled(self, saving: asyncio.Future[list[int]]) -> None:
         self._appending.discard(saving)
-        _unheard(saving)  # its caller may have been cancelled; the failure is the caller's or the outage's
+        unheard(saving)  # its caller may have been cancelled; the failure is the caller's or the outage's
 
     async def _append_with_retries(self, events: list[Any]) -> list[int]:
         tries = 0
@@ -185,7 +189,7 @@ class AsyncEventStore:
             nonlocal tries
             tries += 1
             retried = tries > 1
-            return await self._write_on_thread(lambda: self.sync.append_to_stream(events, retried=retried))
+            return await self.groups.append(events, retried=retried, deadline=REQUEST_DEADLINE.get())
 
         ids = await self.bounded(attempt, "append", write=True)
         if self.on_appended is not None:
@@ -327,9 +331,3 @@ class AsyncEventStore:
             self.sqlite.close()
         self._executor.shutdown(wait=True)
         self.sync.close()
-
-
-def _unheard(attempt: asyncio.Future[Any]) -> None:
-    """Take the outcome of an attempt nobody waits for any more (the outage it met is logged once already)."""
-    if not attempt.cancelled():
-        attempt.exception()

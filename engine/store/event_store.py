@@ -21,6 +21,7 @@ from domain.events import RUN_EVENT_TYPES
 from domain.idempotency import IDEMPOTENCY_EVENT_TYPES
 from engine.store.chain_links import ChainLinks
 from engine.store.erasure import ErasureSql, Redaction, checkpoint_sqlite, redactions, rewrite, stream_key
+from engine.store.faults import is_passing
 from engine.store.location import (
     POOL_RECONNECT_SECONDS,
     POOL_WAIT_SECONDS,
@@ -128,6 +129,42 @@ class EventStore:
         if self.after_append is not None:
             self.after_append(events, stored)
         return stored
+
+    def append_together(self, appends: Sequence[Sequence[Any]], retried: Sequence[bool]) -> list[list[int] | Exception]:
+        """Several appends in one transaction (group commit); the outcome of each: its notification ids or its error.
+
+        When the group cannot be stored for a reason other than the store being away (a position
+        taken, an event that cannot be stored), each append is made again alone, so a lost race fails
+        only its own append. The store being away is every append's outcome (each caller retries).
+        """
+        if len(appends) == 1:
+            return self._each_alone(appends, retried)
+        events = [event for append in appends for event in append]
+        try:
+            rows = [self.mapper.to_stored_event(event) for event in events]
+            cells = self.chain.cells(rows)
+            stored = list(self.app.recorder.insert_events(rows, chains=cells) or ())
+        except Exception as error:  # noqa: BLE001 - an outage is every append's outcome; anything else, one append's
+            if is_passing(error):
+                return [error] * len(appends)
+            return self._each_alone(appends, retried)
+        self.chain.stored(rows, cells)
+        if self.after_append is not None:
+            self.after_append(events, stored)
+        outcomes: list[list[int] | Exception] = []
+        for append in appends:
+            outcomes.append(stored[:len(append)])
+            stored = stored[len(append):]
+        return outcomes
+
+    def _each_alone(self, appends: Sequence[Sequence[Any]], retried: Sequence[bool]) -> list[list[int] | Exception]:
+        outcomes: list[list[int] | Exception] = []
+        for append, again in zip(appends, retried, strict=True):
+            try:
+                outcomes.append(self.append_to_stream(append, retried=again))
+            except Exception as error:  # noqa: BLE001 - the append's outcome, raised to its caller
+                outcomes.append(error)
+        return outcomes
 
     def erase_stream(self, stream_id: UUID, closing: Callable[[int], Any]) -> tuple[Any, list[int]]:
         """Replace the stored JSON of every event of the stream that holds content by its skeleton, and append

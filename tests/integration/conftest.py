@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from engine.bootstrap import Services
-from engine.store import EventStore, parse_database_url
+from engine.store import AsyncEventStore, EventStore, parse_database_url
 from tests.support.engine_runs import engine_settings, running
 
 
@@ -30,3 +30,12 @@ def log(store: str) -> Iterator[EventStore]:
     opened = EventStore(parse_database_url(store))
     yield opened
     opened.close()
+
+
+@pytest.fixture
+async def async_log(store: str) -> AsyncIterator[AsyncEventStore]:
+    """The event store for async code over the test's store, started, closed afterwards."""
+    opened = AsyncEventStore(EventStore(parse_database_url(store)))
+    await opened.start()
+    yield opened
+    await opened.close()

@@ -8,7 +8,7 @@ from uuid import uuid4
 import pytest
 
 from domain import events as ev
-from engine.store import AsyncEventStore, ConcurrentAppend, EventStore, parse_database_url
+from engine.store import ConcurrentAppend
 from tests.support.event_log import step_chunks
 
 AT = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -43,14 +43,6 @@ def test_batches_of_several_runs_keep_their_own_positions(log):
     log.append_to_stream(chunks(second, 2, ["b2"]))
     assert [e.content for e in log.read_stream(first)] == ["a1", "a2"]
     assert [e.content for e in log.read_stream(second, after=1)] == ["b2"]
-
-
-@pytest.fixture
-async def async_log(store):
-    opened = AsyncEventStore(EventStore(parse_database_url(store)))
-    await opened.start()
-    yield opened
-    await opened.close()
 
 
 async def test_the_async_read_path_returns_what_the_library_reads(async_log):

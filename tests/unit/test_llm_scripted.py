@@ -160,6 +160,15 @@ async def test_pace_spaces_chunks_out_and_cancel_cuts_the_pause_short():
     assert time.monotonic() - started < 1
 
 
+async def test_a_short_pace_notices_a_cancellation_within_one_pause():
+    cancel = asyncio.Event()
+    asyncio.get_running_loop().call_later(0.05, cancel.set)
+    started = time.monotonic()
+    with pytest.raises(LlmCancelled):
+        await chunks_of(ScriptedProvider([[{"text": " ".join(["word"] * 1000)}]], pace_seconds=0.02), cancel=cancel)
+    assert time.monotonic() - started < 0.05 + 0.2
+
+
 async def test_a_zero_sleep_step_lets_other_tasks_run():
     ticks = 0
 

@@ -1,0 +1,35 @@
+"""How many stream chunks the runs of this process may buffer ahead of the store, shared by those streaming now.
+
+A producer that never waits (a scripted model at zero pace, a burst from a network buffer) fills its
+run's buffer faster than the store and the streams take it; every chunk then waits behind the ones
+buffered before it, and fifty such runs make every run's first events wait behind the others'
+backlogs. The budget bounds the backlog of the whole process (`FLOWTRAIL_STREAM_AHEAD_CHUNKS`): a run
+streaming alone may buffer all of it; runs streaming together share it, none below `least`. A run whose
+buffer is at its share hands the buffer to the store and waits until the append before it is stored.
+"""
+
+from __future__ import annotations
+
+DEFAULT_AHEAD_CHUNKS = 1024
+LEAST_AHEAD_CHUNKS = 32
+
+
+class StreamBudget:
+    """The stream chunks buffered ahead of the store, shared by the runs holding some now."""
+
+    def __init__(self, chunks: int = DEFAULT_AHEAD_CHUNKS, *, least: int = LEAST_AHEAD_CHUNKS) -> None:
+        self.chunks = chunks
+        self.least = min(least, chunks)
+        self._holding: set[int] = set()
+
+    def holds(self, writer: object) -> None:
+        """A writer buffered its first chunk since its buffer was last taken."""
+        self._holding.add(id(writer))
+
+    def released(self, writer: object) -> None:
+        """A writer's buffer was taken (or dropped)."""
+        self._holding.discard(id(writer))
+
+    def share(self) -> int:
+        """The chunks one run may buffer now."""
+        return max(self.least, self.chunks // max(1, len(self._holding)))
