@@ -194,3 +194,9 @@ async def confirm_cancel(services: Services, run_id: UUID) -> None:
 async def log_end(services: Services) -> int:
     """The newest notification id of the whole log (to prove a refusal appended nothing)."""
     return await services.store.last_notification_id()
+
+
+def tags_since(services: Services, notification_id: int) -> list[str]:
+    """The tags of the events stored after a notification id, in log order (ids may skip: on PostgreSQL an
+    insert that was refused, e.g. a group commit with a lost race in it, still used up its sequence values)."""
+    return [n.topic for n in services.store.sync.app.recorder.select_notifications(notification_id + 1, 1000)]
