@@ -139,18 +139,12 @@ class EventStore:
         """
         if len(appends) == 1:
             return self._each_alone(appends, retried)
-        events = [event for append in appends for event in append]
         try:
-            rows = [self.mapper.to_stored_event(event) for event in events]
-            cells = self.chain.cells(rows)
-            stored = list(self.app.recorder.insert_events(rows, chains=cells) or ())
+            stored = self.append_to_stream([event for append in appends for event in append])
         except Exception as error:  # noqa: BLE001 - an outage is every append's outcome; anything else, one append's
             if is_passing(error):
                 return [error] * len(appends)
             return self._each_alone(appends, retried)
-        self.chain.stored(rows, cells)
-        if self.after_append is not None:
-            self.after_append(events, stored)
         outcomes: list[list[int] | Exception] = []
         for append in appends:
             outcomes.append(stored[:len(append)])
