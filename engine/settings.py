@@ -44,7 +44,8 @@ class StoreSettings:
     )] = 4
     request_timeout_seconds: Annotated[float, setting(
         "FLOWTRAIL_STORE_REQUEST_TIMEOUT_SECONDS", "while the store is away (down, restarting, disk full), a request's "
-        "reads and writes are retried this long, then it answers `503 STORE_UNAVAILABLE`", gt=0, le=60,
+        "reads and writes are retried this long, then it answers `503 STORE_UNAVAILABLE` (a streamed body's reads, "
+        "once its answer has begun, are retried as long as a run's writes)", gt=0, le=60,
     )] = 1.0
     write_retry_seconds: Annotated[float, setting(
         "FLOWTRAIL_STORE_WRITE_RETRY_SECONDS", "outside requests (runs executing), how long a read or write is retried "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import msgspec
 import pytest
 
@@ -26,6 +28,27 @@ async def test_the_events_of_a_run_are_its_stored_events_one_json_line_each_in_p
     lines = [msgspec.json.decode(line) for line in answer.content.splitlines()]
     assert [line["originator_version"] for line in lines] == list(range(1, len(lines) + 1))
     assert lines[0]["type"] == "RunCreated" and lines[-1]["type"] == "RunCompleted"
+
+
+async def test_a_long_export_is_not_cut_by_the_store_deadline_of_its_request(server):
+    run_id = await run_with_steps(server.services, 600)
+    store = server.services.store
+    read_lines = store._read_lines
+    store_seconds = server.settings.store.request_timeout_seconds
+
+    async def a_slow_second_page(stream_id, after, limit):
+        if after > 0:
+            await asyncio.sleep(store_seconds + 0.3)  # past the request's deadline, which bounds only its first answer
+        return await read_lines(stream_id, after, limit)
+
+    store._read_lines = a_slow_second_page
+    try:
+        async with server.client() as client:
+            answer = await client.get(f"/api/v1/runs/{run_id.hex}/events")
+    finally:
+        del store._read_lines
+    assert answer.status_code == 200
+    assert decoded_lines(answer.content) == await server.services.runs.events(run_id)
 
 
 async def test_after_n_answers_only_the_events_past_position_n(server):
