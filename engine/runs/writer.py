@@ -10,7 +10,9 @@ waiting (a scripted model at zero pace, a burst read from a network buffer) yiel
 loop once it has held it for the turn bound (`turn_seconds`), so other runs, streams and
 requests take their turns between its chunks. When a full buffer is handed to the store, the
 caller goes on buffering while it is written; at most one such append is in flight, and
-the next starts only after it succeeded, so positions never skip.
+the next starts only after it succeeded, so positions never skip. A scheduled flush is such a
+hand-over too (it does not hold the writer while its append is written), and a producer at its
+share that finds its buffer taken by then goes on at once.
 
 Several processes may append to one run (on PostgreSQL, a command through another replica):
 an append that loses the race (`ConcurrentAppend`) catches the state up from the log and
@@ -162,7 +164,7 @@ class RunWriter:
         if self.coalesce_seconds <= 0:
             await self.flush()
         elif len(self._chunks) >= self.budget.share():
-            await self._hand_over()
+            await self._hand_over(self.budget.share())
         elif self._timer is None and not self._flush_waiting:
             window = self.coalesce_seconds if kind in MERGEABLE_KINDS else 0.0
             self._timer = asyncio.get_running_loop().call_later(window, self._flush_soon)
@@ -177,7 +179,7 @@ class RunWriter:
     def _flush_soon(self) -> None:
         self._timer = None
         self._flush_waiting = True
-        task = asyncio.ensure_future(self.flush())
+        task = asyncio.ensure_future(self._hand_over())
         task.add_done_callback(self._remember_error)
 
     def _remember_error(self, task: asyncio.Future[None]) -> None:
@@ -200,9 +202,12 @@ class RunWriter:
         self._start_append(*self._take_buffer())
         await self._settle()
 
-    async def _hand_over(self) -> None:
-        """Start appending the buffer and return as soon as the append before it is stored."""
+    async def _hand_over(self, least: int = 1) -> None:
+        """Start appending the buffer and return as soon as the append before it is stored; nothing
+        when, by the time this caller has the lock, fewer than `least` chunks are buffered (another took them)."""
         async with self._lock:
+            if len(self._chunks) < least:
+                return
             await self._settle()
             self._start_append(*self._take_buffer())
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 
@@ -52,6 +53,36 @@ async def test_a_run_never_appends_more_than_its_share_of_the_budget_at_once(ser
     await writer.flush()
     assert len(await streamed(services, run_id)) == 1000
     assert max(batches) <= 64
+
+
+async def test_a_run_at_its_share_goes_on_as_soon_as_its_buffer_is_handed_over(services):
+    services.runs.budget.chunks = 64
+    run_id = await new_run(services)
+    writer = await services.runs.writer(run_id)
+    visit = await open_visit(writer)
+    turns = threading.Semaphore(0)
+    store_append = services.store.sync.append_to_stream
+
+    def gated(events, **options):
+        turns.acquire(timeout=10)
+        return store_append(events, **options)
+
+    services.store.sync.append_to_stream = gated
+    try:
+        await stream_steps(writer, visit, 1)
+        await asyncio.sleep(0.05)  # the first step's append has begun and waits for its turn
+        await stream_steps(writer, visit, 63, start=1)
+        await asyncio.sleep(0.05)  # a hand-over of the 63 waits for the first append
+        at_share = asyncio.ensure_future(stream_steps(writer, visit, 1, start=64))
+        await asyncio.sleep(0.05)
+        assert not at_share.done()
+        turns.release()  # the first append is stored; the 64 buffered go, and wait for their turn
+        await asyncio.wait_for(at_share, 5)
+    finally:
+        turns.release(10)
+        await writer.flush()
+        services.store.sync.append_to_stream = store_append
+    assert len(await streamed(services, run_id)) == 65
 
 
 def test_runs_streaming_together_share_the_budget_and_none_gets_less_than_the_least():
