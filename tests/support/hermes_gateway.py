@@ -31,6 +31,8 @@ KEY_ENV = "FLOWTRAIL_TEST_HERMES_KEY"
 """The variable our test configuration names as the gateway's api_key_env."""
 GATEWAY_KEY = "hermes-test-key-7f3a9c2e5b1d"
 """The gateway's API_SERVER_KEY in tests (at least 16 characters, or the gateway refuses to start)."""
+STOP_SECONDS = 3.0
+"""How long the gateway gets to exit after SIGTERM at the end of the suite before it is killed (it can take 15 s)."""
 
 
 def _python() -> Path:
@@ -109,7 +111,7 @@ async def running_gateway(home: Path, model_url: str) -> AsyncIterator[Gateway]:
     finally:
         process.terminate()
         try:
-            await asyncio.to_thread(process.wait, 15)
+            await asyncio.to_thread(process.wait, STOP_SECONDS)
         except subprocess.TimeoutExpired:
             process.kill()
             await asyncio.to_thread(process.wait)
