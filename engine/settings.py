@@ -70,7 +70,8 @@ class StreamSettings:
     )] = 2.0
     ahead_chunks: Annotated[int, setting(
         "FLOWTRAIL_STREAM_AHEAD_CHUNKS", "stream chunks the runs of this process may buffer ahead of the store, shared "
-        "by the runs streaming at once (each may buffer at least 32); a run at its share waits for the store", ge=32,
+        "by the runs streaming at once (each may buffer at least a 32nd of it, at most 32); a run at its share waits "
+        "for the store; smaller: earlier first events, fewer events/s", ge=32,
     )] = 1024
     hot_buffer_messages: Annotated[int, setting(
         "FLOWTRAIL_HOT_BUFFER_MESSAGES", "SSE messages kept in memory per run; older ones come from the store",

@@ -98,3 +98,10 @@ def test_runs_streaming_together_share_the_budget_and_none_gets_less_than_the_le
     for writer in (other, *many):
         budget.released(writer)
     assert budget.share() == 1024
+
+
+def test_a_smaller_budget_lowers_the_least_share_to_a_32nd_of_it():
+    budget = StreamBudget(256)
+    for writer in [object() for _ in range(50)]:
+        budget.holds(writer)
+    assert budget.share() == 8
