@@ -15,7 +15,9 @@ from __future__ import annotations
 
 DEFAULT_AHEAD_CHUNKS = 1024
 LEAST_AHEAD_CHUNKS = 32
-"""The floor of a run's share (a smaller budget lowers it to a 32nd of the budget)."""
+"""The floor of a run's share (for budgets of 1,024 chunks and more)."""
+LEAST_PART_OF_BUDGET = 32
+"""A smaller budget lowers that floor to this part of it (a 32nd), so a small budget still bounds many runs."""
 
 
 class StreamBudget:
@@ -23,7 +25,7 @@ class StreamBudget:
 
     def __init__(self, chunks: int = DEFAULT_AHEAD_CHUNKS, *, least: int = LEAST_AHEAD_CHUNKS) -> None:
         self.chunks = chunks
-        self.least = max(1, min(least, chunks // 32))
+        self.least = max(1, min(least, chunks // LEAST_PART_OF_BUDGET))
         self._holding: set[int] = set()
 
     def holds(self, writer: object) -> None:
