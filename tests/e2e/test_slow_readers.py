@@ -185,7 +185,8 @@ async def test_stuck_and_slow_readers_of_a_long_fast_run_cost_bounded_memory_and
     assert held.watchers == 0 and services.hot_runs.find(run_id) is None, "a finished run nobody reads leaves memory"
     assert worst_healthz < 1.0
     assert under_pressure.rate > baseline.rate / 4
-    assert under_pressure.delay_p99_ms < max(10 * baseline.delay_p99_ms, 250)
+    assert under_pressure.delay_p99_ms < STUCK_SECONDS * 1000 / 2, (
+        "a healthy reader never waits on a stuck one (that wait would last until the stuck one is cut)")
 
 
 @pytest.mark.parametrize("store", ["sqlite"], indirect=True)
