@@ -2,7 +2,10 @@
 
 Thinking chunks are buffered for a short window (the coalescing window), in which consecutive
 thinking chunks of one visit are merged (chunks of other visits in between do not break the run);
-other chunks are appended as soon as the loop turns and the run's append before them is stored,
+the first chunk of a visit, when nothing of the run is buffered and the store writes nothing, is
+appended alone while its producer waits, so its readers have it after one commit (many runs at once
+keep the store busy: there the chunk is buffered as any other); other chunks are appended as
+soon as the loop turns and the run's append before them is stored,
 and everything buffered then is appended in one transaction (appends of several runs made at
 once share one: engine.store.append_groups). A run buffers at most its share of the process's
 stream budget (engine.runs.budget) before it waits for the store. A producer that hands chunks over without ever
@@ -108,6 +111,8 @@ class RunWriter:
         self.chunks_received = 0
         self.turn_seconds = turn_seconds
         self._turn_began = time.perf_counter()
+        self._visits_streamed: set[str] = set()
+        """The visits whose first chunk this writer has taken (only a visit's first chunk may be appended alone)."""
         self.executing = False
         """True while this process executes the run (foreign execution events then mean a takeover)."""
         self.taken_over: RunTakenOver | None = None
@@ -149,6 +154,10 @@ class RunWriter:
         self._raise_flush_error()
         check_stream_chunk(self.run, visit_uuid, kind)
         self.chunks_received += 1
+        first_of_visit = visit_uuid not in self._visits_streamed
+        if first_of_visit:
+            self._visits_streamed.add(visit_uuid)
+        alone = first_of_visit and kind not in MERGEABLE_KINDS and not self._chunks and self._idle()
         last = self._last_of_visit.get(visit_uuid)
         if type(last) is _Chunk and last.merges_with(visit_uuid, kind, tool_name):
             last.parts.append(content)
@@ -163,12 +172,34 @@ class RunWriter:
             self._last_of_visit[visit_uuid] = chunk
         if self.coalesce_seconds <= 0:
             await self.flush()
+        elif alone:
+            await self._append_alone()
         elif len(self._chunks) >= self.budget.share():
             await self._hand_over(self.budget.share())
         elif self._timer is None and not self._flush_waiting:
             window = self.coalesce_seconds if kind in MERGEABLE_KINDS else 0.0
             self._timer = asyncio.get_running_loop().call_later(window, self._flush_soon)
         await self._end_turn_when_due()
+
+    def _idle(self) -> bool:
+        """Nothing of the run is being written or about to be, and the store writes nothing: a chunk appended now
+        waits for no other."""
+        appending = self._appending
+        return (self._timer is None and not self._flush_waiting and not self._lock.locked()
+                and (appending is None or appending.done()) and not self.store.groups.writing)
+
+    async def _append_alone(self) -> None:
+        """Append the one buffered chunk and wait until it is stored; a new turn begins then.
+
+        A visit's first chunk goes alone: its readers have it after one commit, while the producer waits (so
+        the store's thread need not share the interpreter with it), instead of after the chunks a fast
+        producer buffers behind it and the turns of the loop it holds meanwhile (its time to a first token).
+        """
+        async with self._lock:
+            await self._settle()
+            self._start_append(*self._take_buffer())
+            await self._settle()
+        self._turn_began = time.perf_counter()
 
     async def _end_turn_when_due(self) -> None:
         """Yield the event loop once this run's chunks have held it for the turn bound (the chunk is buffered)."""

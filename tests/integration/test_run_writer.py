@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from functools import partial
 
 import pytest
@@ -183,6 +184,7 @@ async def test_an_executing_writer_whose_failed_append_was_stored_after_all_take
     writer = await services.runs.writer(run_id)
     writer.executing = True
     visit = await open_visit(writer)
+    await stream_steps(writer, visit, 1)  # the visit's first chunk, stored alone
     store = services.store
     really_append = store.append_to_stream
 
@@ -191,7 +193,7 @@ async def test_an_executing_writer_whose_failed_append_was_stored_after_all_take
         raise ConnectionError("the connection dropped before the commit was acknowledged")
 
     store.append_to_stream = stored_but_lost
-    await stream_steps(writer, visit, 3)
+    await stream_steps(writer, visit, 2, start=1)
     with pytest.raises(ConnectionError):
         await writer.flush()
     store.append_to_stream = really_append
@@ -244,9 +246,50 @@ async def test_chunks_handed_over_without_waiting_yield_the_loop_once_their_turn
     writer = await services.runs.writer(run_id)
     visit = await open_visit(writer)
     writer.turn_seconds = turn_seconds
-    await asyncio.sleep(0)  # the turn begins here
-    turns = await other_turns_while(stream_steps(writer, visit, 100))
+    await stream_steps(writer, visit, 1)  # the visit's first chunk waits for its commit; a turn begins
+    turns = await other_turns_while(stream_steps(writer, visit, 100, start=1))
     assert (turns >= 100) is yields and (turns <= 1) is not yields
     await writer.flush()
     steps = [e.content for e in await services.runs.events(run_id) if isinstance(e, ev.NodeStreamed)]
-    assert steps == [f'{{"iteration":{i}}}' for i in range(100)]
+    assert steps == [f'{{"iteration":{i}}}' for i in range(101)]
+
+
+async def test_a_visits_first_chunk_is_stored_when_stream_returns_and_the_burst_behind_it_goes_together(services):
+    run_id = await new_run(services)
+    writer = await services.runs.writer(run_id)
+    for burst in range(2):
+        visit = await open_visit(writer)
+        await stream_steps(writer, visit, 1, start=burst * 1000)
+        assert (await services.runs.events(run_id))[-1].content == f'{{"iteration":{burst * 1000}}}'
+        groups = services.store.groups.written
+        await stream_steps(writer, visit, 500, start=burst * 1000 + 1)
+        await writer.flush()
+        assert services.store.groups.written - groups < 10, "a burst is appended in a few transactions, not a chunk each"
+    steps = [e.content for e in await services.runs.events(run_id) if isinstance(e, ev.NodeStreamed)]
+    assert steps == [f'{{"iteration":{b * 1000 + i}}}' for b in range(2) for i in range(501)]
+
+
+async def test_a_visits_first_chunk_is_buffered_as_any_other_while_the_store_writes_for_another_run(services):
+    run_id, other_id = await new_run(services), await new_run(services)
+    writer, other = await services.runs.writer(run_id), await services.runs.writer(other_id)
+    visit, other_visit = await open_visit(writer), await open_visit(other)
+    gate = threading.Event()
+    store_append = services.store.sync.append_to_stream
+
+    def gated(events, **options):
+        gate.wait(10)
+        return store_append(events, **options)
+
+    services.store.sync.append_to_stream = gated
+    try:
+        busy = asyncio.ensure_future(stream_steps(other, other_visit, 1))
+        while not services.store.groups.writing:
+            await asyncio.sleep(0.01)
+        await asyncio.wait_for(stream_steps(writer, visit, 1), 1)  # returns at once: the chunk is only buffered
+    finally:
+        gate.set()
+        services.store.sync.append_to_stream = store_append
+    await busy
+    await writer.flush()
+    assert [e.content for e in await services.runs.events(run_id) if isinstance(e, ev.NodeStreamed)] == [
+        '{"iteration":0}']

@@ -69,7 +69,7 @@ async def test_a_run_at_its_share_goes_on_as_soon_as_its_buffer_is_handed_over(s
 
     services.store.sync.append_to_stream = gated
     try:
-        await stream_steps(writer, visit, 1)
+        first = asyncio.ensure_future(stream_steps(writer, visit, 1))  # alone: it waits until it is stored
         await asyncio.sleep(0.05)  # the first step's append has begun and waits for its turn
         await stream_steps(writer, visit, 63, start=1)
         await asyncio.sleep(0.05)  # a hand-over of the 63 waits for the first append
@@ -78,6 +78,7 @@ async def test_a_run_at_its_share_goes_on_as_soon_as_its_buffer_is_handed_over(s
         assert not at_share.done()
         turns.release()  # the first append is stored; the 64 buffered go, and wait for their turn
         await asyncio.wait_for(at_share, 5)
+        await asyncio.wait_for(first, 5)
     finally:
         turns.release(10)
         await writer.flush()
