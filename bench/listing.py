@@ -19,8 +19,9 @@ client-side latency of the whole HTTP answer, and beside it the read model's que
 * `after`       - `createdAfter` an hour before the newest run (the last 3,600 runs).
 
 A second table prices the synchronous feed (decision 21): the latency of appending one
-`RunStarted` to a run, `--requests` times, through a bare `EventStore` without the feed and
-with it (`after_append` folding into the table, as the service wires it).
+`RunStarted` to a run, `--requests` times, through a bare `EventStore` without the feed, with it
+after the append's commit (`after_append`, as the service wires it on PostgreSQL) and, on SQLite,
+in the append's own transaction (`within_append`, as the service wires it there).
 
     python -m bench.listing [--store both|sqlite|postgres] [--sizes 1000,10000,100000] [--requests 300]
 """
@@ -173,8 +174,12 @@ def append_latencies(kind: str, n: int) -> list[dict[str, Any]]:
     try:
         log = EventStore(parse_database_url(store.url))
         rows = run_rows(log)
-        for fed in (False, True):
-            log.after_append = (lambda events, ids: rows.apply(events, ids[-1], track=kind == "sqlite")) if fed else None
+        feeds = ("without", "after its commit", "in its transaction") if kind == "sqlite" else ("without", "after its commit")
+        for feed in feeds:
+            log.after_append = ((lambda events, ids: rows.apply(events, ids[-1], track=kind == "sqlite"))
+                                if feed == "after its commit" else None)
+            log.within_append = ((lambda curs, events, ids: rows.apply_in(curs, events, ids[-1]) or True)
+                                 if feed == "in its transaction" else None)
             took = []
             for _ in range(n + WARM_UP):
                 run_id, now = uuid.uuid4(), datetime.now(UTC)
@@ -186,7 +191,7 @@ def append_latencies(kind: str, n: int) -> list[dict[str, Any]]:
                 log.append_to_stream([ev.RunStarted(originator_id=run_id, originator_version=2, timestamp=now)])
                 took.append(time.perf_counter() - began)
             took = took[WARM_UP:]
-            figures.append({"store": kind, "feed": "with" if fed else "without",
+            figures.append({"store": kind, "feed": feed,
                             "append p50 ms": ms(percentile(took, 50)), "append p99 ms": ms(percentile(took, 99))})
         log.close()
     finally:

@@ -1,8 +1,9 @@
 """The run read model: the table, how it is fed, how it is read and how it is rebuilt.
 
 Feeding (docs/decisions/0021-run-read-model.md): every append this process makes is folded into
-the rows right after it is stored, on the same writer thread, before the append's caller
-resumes; so a client sees its own writes in the listing at once, on both stores. On
+the rows on the same writer thread before the append's caller resumes (on SQLite in the append's
+own transaction, behind a savepoint; on PostgreSQL right after its commit); so a client sees its
+own writes in the listing at once, on both stores. On
 PostgreSQL the library's `ProjectionRunner` also follows the notification log, so appends
 by other processes reach the rows (and a row this process failed to write is repaired).
 The runner stops when its connection is lost (an outage, a server restart); a watcher thread
@@ -82,6 +83,23 @@ class ReadModel:
         self.runner_restarts = 0
         self._behind = False
         store.sync.after_append = self.feed
+        if self.kind == "sqlite":
+            store.sync.within_append = self.feed_within
+
+    def feed_within(self, curs: Any, events: Sequence[Any], notification_ids: Sequence[int]) -> bool:
+        """Fold an append into the rows in its own transaction (SQLite: one commit for both); False when the rows are
+        behind the log, so `feed` catches them up after the commit. A failure is logged, never raised: the rows'
+        part is rolled back to its savepoint and the append commits without it."""
+        if self._behind:
+            return False
+        curs.execute("SAVEPOINT flowtrail_run_rows")
+        try:
+            self.rows.apply_in(curs, events, notification_ids[-1] if notification_ids else None)
+        except Exception as error:  # noqa: BLE001 - the append stands; the rows are caught up or repaired
+            curs.execute("ROLLBACK TO flowtrail_run_rows")
+            self._missed(error)
+        curs.execute("RELEASE flowtrail_run_rows")
+        return True
 
     def feed(self, events: Sequence[Any], notification_ids: Sequence[int]) -> None:
         """Fold an append this process just stored (on its writer thread); a failure is logged, never raised.
@@ -96,12 +114,16 @@ class ReadModel:
                 self._behind = False
             else:
                 self.rows.apply(events, notification_ids[-1] if notification_ids else None, track=self.kind == "sqlite")
-        except Exception as error:
-            if not is_passing(error):
-                log.exception("the run read model missed an append; `flowtrail rebuild-read-model` repairs it")
-                return
-            outage_of(self.store.location).failed(error, "read model")
-            self._behind = self.kind == "sqlite"  # on PostgreSQL the runner brings the rows up to date
+        except Exception as error:  # noqa: BLE001 - the append stands; the rows are caught up or repaired
+            self._missed(error)
+
+    def _missed(self, error: Exception) -> None:
+        """A feed failed: log it; when the store was away for a moment, catch up at the next append (SQLite)."""
+        if not is_passing(error):
+            log.error("the run read model missed an append; `flowtrail rebuild-read-model` repairs it", exc_info=error)
+            return
+        outage_of(self.store.location).failed(error, "read model")
+        self._behind = self.kind == "sqlite"  # on PostgreSQL the runner brings the rows up to date
 
     def start(self) -> None:
         """Rebuild the rows when the table just got new columns; then catch up with the log (SQLite), or start the
@@ -212,6 +234,7 @@ class ReadModel:
     def close(self) -> None:
         """Stop the watcher, the runner and the reader threads."""
         self.store.sync.after_append = None
+        self.store.sync.within_append = None
         self._closing.set()
         if self._watcher is not None:
             self._watcher.join(timeout=5)

@@ -68,11 +68,23 @@ class RunRows:
         if not by_run and not track:
             return
         with self.recorder.datastore.transaction(commit=True) as curs:
-            changed = [row for run_id, news in by_run.items() if (row := self._folded(curs, run_id, news)) is not None]
-            if changed:
-                curs.executemany(self._upsert, [row_values(r) for r in changed])
-            if track:
-                self._track(curs, notification_id)
+            self._apply_in(curs, by_run, notification_id, track=track)
+
+    def apply_in(self, curs: Any, events: Sequence[Any], notification_id: int | None) -> None:
+        """Fold stored events into their runs' rows and record `notification_id`, in the caller's transaction (the
+        append's own, on SQLite)."""
+        by_run: dict[UUID, list[ev.RunEvent]] = defaultdict(list)
+        for event in run_events(events):
+            by_run[event.originator_id].append(event)
+        self._apply_in(curs, by_run, notification_id, track=True)
+
+    def _apply_in(self, curs: Any, by_run: dict[UUID, list[ev.RunEvent]], notification_id: int | None, *,
+                  track: bool) -> None:
+        changed = [row for run_id, news in by_run.items() if (row := self._folded(curs, run_id, news)) is not None]
+        if changed:
+            curs.executemany(self._upsert, [row_values(r) for r in changed])
+        if track:
+            self._track(curs, notification_id)
 
     def _folded(self, curs: Any, run_id: UUID, news: list[ev.RunEvent]) -> RunRow | None:
         """The run's row after `news`, None when the stored row already has them all."""

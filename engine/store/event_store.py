@@ -98,6 +98,9 @@ class EventStore:
         self._erasure_sql = ErasureSql.of(location.kind, location.schema, self.events_table)
         self.after_append: Callable[[Sequence[Any], list[int]], None] | None = None
         """Called with each append's events and notification ids once they are stored (the run read model's feed)."""
+        self.within_append: Callable[[Any, Sequence[Any], list[int]], bool] | None = None
+        """On SQLite, called in each append's transaction with its cursor, events and notification ids (the run read
+        model's feed, one commit with the append); False when it leaves the append to `after_append`."""
 
     def append_to_stream(self, events: Sequence[Any], *, retried: bool = False) -> list[int]:
         """Append events at their streams' positions (all or none); returns their notification ids.
@@ -116,8 +119,12 @@ class EventStore:
             return []
         rows = [self.mapper.to_stored_event(event) for event in events]
         cells = self.chain.cells(rows)
+        fed: list[bool] = []
+        extra: dict[str, Any] = {}
+        if (within := self.within_append) is not None:
+            extra["within"] = lambda cursor, ids: fed.append(within(cursor, events, ids))
         try:
-            stored = list(self.app.recorder.insert_events(rows, chains=cells) or ())
+            stored = list(self.app.recorder.insert_events(rows, chains=cells, **extra) or ())
         except IntegrityError as exc:
             stored_before = self.stored_ids_if_same(rows) if retried else None
             if stored_before is None:
@@ -126,7 +133,7 @@ class EventStore:
                 ) from exc
             stored = stored_before
         self.chain.stored(rows, cells)
-        if self.after_append is not None:
+        if self.after_append is not None and not any(fed):
             self.after_append(events, stored)
         return stored
 

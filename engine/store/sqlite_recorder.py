@@ -10,7 +10,7 @@ Plugged in through the library's `APPLICATION_RECORDER_TOPIC` setting.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -20,6 +20,9 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLite
 from domain.chain import ChainCells
 from engine.store.chain_links import CHAIN_COLUMNS
 from engine.store.columns import add_missing_columns
+
+Within = Callable[[Any, list[int]], None]
+"""Writes more in an append's transaction, given its cursor and the append's notification ids."""
 
 
 class ChainedSqliteRecorder(SQLiteApplicationRecorder):
@@ -39,9 +42,11 @@ class ChainedSqliteRecorder(SQLiteApplicationRecorder):
             add_missing_columns(c, "sqlite", "", self.events_table_name, dict.fromkeys(CHAIN_COLUMNS, "BLOB"))
 
     def _insert_events(
-        self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], *, chains: Sequence[ChainCells] = (), **_: Any,
+        self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], *, chains: Sequence[ChainCells] = (),
+        within: Within | None = None, **_: Any,
     ) -> Sequence[int] | None:
-        """Insert the rows with their cells; their rowids are their notification ids."""
+        """Insert the rows with their cells; their rowids are their notification ids. `within` then writes what
+        else belongs to the append in its transaction (the run read model's rows)."""
         returning = []
         for row, cells in zip(stored_events, chains, strict=True):
             stream = row.originator_id.hex if isinstance(row.originator_id, UUID) else row.originator_id
@@ -49,4 +54,6 @@ class ChainedSqliteRecorder(SQLiteApplicationRecorder):
                 stream, row.originator_version, row.topic, row.state, cells.link, cells.skeleton,
             ))
             returning.append(c.lastrowid)
+        if within is not None:
+            within(c, returning)
         return returning
