@@ -15,17 +15,32 @@ instead and tells such a conflict from a real one (docs/decisions/0029-store-out
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from eventsourcing.persistence import StoredEvent
-from eventsourcing.postgres import PostgresApplicationRecorder
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresSubscription
 from psycopg import Cursor
 from psycopg.sql import SQL, Identifier
 
 from domain.chain import ChainCells
 from engine.store.chain_links import CHAIN_COLUMNS
 from engine.store.columns import add_missing_columns
+
+GATHER_SECONDS = 0.05
+"""How long a subscription (the run read model's projection runner) gathers notifications before it reads."""
+
+
+class GatheringSubscription(PostgresSubscription):
+    """The library's subscription, reading at most once per GATHER_SECONDS: woken by every insert's NOTIFY, it
+    would read (and take the interpreter from the writers) right when each append returns; gathered, a burst of
+    appends is one read."""
+
+    def _pull(self) -> None:
+        if not self._has_been_stopped:
+            time.sleep(GATHER_SECONDS)  # its own thread: the notifications of the while are read together
+        super()._pull()
 
 
 class ColumnArrayRecorder(PostgresApplicationRecorder):
@@ -42,6 +57,10 @@ class ColumnArrayRecorder(PostgresApplicationRecorder):
             " SELECT * FROM unnest(%b::uuid[], %b::int8[], %b::text[], %b::bytea[], %b::bytea[], %b::bytea[])"
             " RETURNING notification_id"
         ).format(schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name)).as_bytes(None)
+
+    def subscribe(self, gt: int | None = None, topics: Sequence[str] = ()) -> GatheringSubscription:
+        """The library's subscription, gathering notifications for GATHER_SECONDS before each read."""
+        return GatheringSubscription(recorder=self, gt=gt, topics=topics)
 
     def create_table(self) -> None:
         """The library's table, then the chain's columns where they are missing (no lock when none is)."""
