@@ -92,6 +92,12 @@ async def test_the_timeout_never_exceeds_five_seconds(fake):
     await box.aclose()
 
 
+async def test_a_visit_that_calls_no_context_tool_opens_no_http_client(fake):
+    box = build_toolbox(fake.base_url, RUN, "v5", TOKEN)
+    await box.aclose()
+    assert box._http is None and fake.requests == []
+
+
 async def test_a_server_error_is_retried_once_and_then_given_up(toolbox, fake):
     fake.will(failure(500, "boom"), failure(502, "bad gateway"), success(OUTPUT))
     result = await call(toolbox, "get_node_output", node_id="B")
