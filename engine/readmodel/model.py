@@ -3,10 +3,10 @@
 Feeding (docs/decisions/0021-run-read-model.md): every append this process makes is folded into
 the rows on the same writer thread before the append's caller resumes (on SQLite in the append's
 own transaction, behind a savepoint; on PostgreSQL right after its commit); so a client sees its
-own writes in the listing at once, on both stores. On
-PostgreSQL the library's `ProjectionRunner` also follows the notification log (reading what 50 ms of
-notifications announced at once: `GatheringSubscription`), so appends by other processes reach the
-rows (and a row this process failed to write is repaired).
+own writes in the listing at once, on both stores. On PostgreSQL the library's `ProjectionRunner`
+also follows the notification log (reading what 50 ms of notifications announced at once:
+`GatheringSubscription`), so appends by other processes reach the rows (and a row this process
+failed to write is repaired).
 The runner stops when its connection is lost (an outage, a server restart); a watcher thread
 starts a new one, which goes on from the tracked position, once the server answers again.
 Reads of the rows are retried within the caller's time like every store read

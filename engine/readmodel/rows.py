@@ -62,9 +62,7 @@ class RunRows:
 
     def apply(self, events: Sequence[Any], notification_id: int | None = None, *, track: bool = False) -> None:
         """Fold stored events into their runs' rows (one transaction); with `track`, record `notification_id` too."""
-        by_run: dict[UUID, list[ev.RunEvent]] = defaultdict(list)
-        for event in run_events(events):
-            by_run[event.originator_id].append(event)
+        by_run = _by_run(events)
         if not by_run and not track:
             return
         with self.recorder.datastore.transaction(commit=True) as curs:
@@ -73,10 +71,7 @@ class RunRows:
     def apply_in(self, curs: Any, events: Sequence[Any], notification_id: int | None) -> None:
         """Fold stored events into their runs' rows and record `notification_id`, in the caller's transaction (the
         append's own, on SQLite)."""
-        by_run: dict[UUID, list[ev.RunEvent]] = defaultdict(list)
-        for event in run_events(events):
-            by_run[event.originator_id].append(event)
-        self._apply_in(curs, by_run, notification_id, track=True)
+        self._apply_in(curs, _by_run(events), notification_id, track=True)
 
     def _apply_in(self, curs: Any, by_run: dict[UUID, list[ev.RunEvent]], notification_id: int | None, *,
                   track: bool) -> None:
@@ -143,6 +138,14 @@ class RunRows:
     def tracking_position(self) -> int:
         """The log position the rows are tracked at (0: none)."""
         return self.recorder.max_tracking_id(TRACKING_NAME) or 0
+
+
+def _by_run(events: Iterable[Any]) -> dict[UUID, list[ev.RunEvent]]:
+    """The run events among `events`, by run, in order."""
+    by_run: dict[UUID, list[ev.RunEvent]] = defaultdict(list)
+    for event in run_events(events):
+        by_run[event.originator_id].append(event)
+    return by_run
 
 
 def _hex(run_id: UUID) -> str | UUID:
