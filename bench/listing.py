@@ -33,6 +33,7 @@ import logging
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -174,12 +175,15 @@ def append_latencies(kind: str, n: int) -> list[dict[str, Any]]:
     try:
         log = EventStore(parse_database_url(store.url))
         rows = run_rows(log)
+        def fed_within(curs: Any, events: Sequence[Any], ids: list[int]) -> bool:
+            rows.apply_in(curs, events, ids[-1])
+            return True
+
         feeds = ("without", "after its commit", "in its transaction") if kind == "sqlite" else ("without", "after its commit")
         for feed in feeds:
             log.after_append = ((lambda events, ids: rows.apply(events, ids[-1], track=kind == "sqlite"))
                                 if feed == "after its commit" else None)
-            log.within_append = ((lambda curs, events, ids: rows.apply_in(curs, events, ids[-1]) or True)
-                                 if feed == "in its transaction" else None)
+            log.within_append = fed_within if feed == "in its transaction" else None
             took = []
             for _ in range(n + WARM_UP):
                 run_id, now = uuid.uuid4(), datetime.now(UTC)

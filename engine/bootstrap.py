@@ -223,7 +223,7 @@ def build_services(settings: Settings, *, encode_frame: FrameEncoder,
     )
     runs = RunService(
         store, hot_runs, coalesce_seconds=settings.stream.coalesce_ms / 1000.0, turn_seconds=settings.stream.turn_ms / 1000.0,
-        ahead_chunks=settings.stream.ahead_chunks,
+        ahead_chunks=settings.stream.ahead_chunks, run_ahead_chunks=settings.stream.run_ahead_chunks,
     )
     tokens = ContextTokens(settings.context)
     registry = build_registry(settings.engine)

@@ -73,6 +73,11 @@ class StreamSettings:
         "by the runs streaming at once (each may buffer at least a 32nd of it, at most 32); a run at its share waits "
         "for the store; smaller: earlier first events, fewer events/s", ge=32,
     )] = 1024
+    run_ahead_chunks: Annotated[int, setting(
+        "FLOWTRAIL_STREAM_RUN_AHEAD_CHUNKS", "the most stream chunks one run may buffer ahead of the store, even when "
+        "it streams alone (its chunks' delay is about two appends of that many); larger: more events/s for one "
+        "fast run, longer delays", ge=1,
+    )] = 384
     hot_buffer_messages: Annotated[int, setting(
         "FLOWTRAIL_HOT_BUFFER_MESSAGES", "SSE messages kept in memory per run; older ones come from the store",
         ge=5000,

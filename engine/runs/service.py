@@ -14,7 +14,7 @@ from engine.clock import utcnow
 from engine.observability.lifecycle import run_created
 from engine.observability.requests import stamped_all
 from engine.observability.tracing import with_trace_parent
-from engine.runs.budget import DEFAULT_AHEAD_CHUNKS, StreamBudget
+from engine.runs.budget import DEFAULT_AHEAD_CHUNKS, DEFAULT_RUN_AHEAD_CHUNKS, StreamBudget
 from engine.runs.creation import Creation, IdempotentRequest, NewRun, creation_events
 from engine.runs.feed import Feed, follow
 from engine.runs.hot import HotRun, Wants
@@ -45,9 +45,10 @@ class RunService:
     def __init__(
         self, store: AsyncEventStore, hot_runs: HotRuns, *, coalesce_seconds: float,
         turn_seconds: float = DEFAULT_TURN_SECONDS, ahead_chunks: int = DEFAULT_AHEAD_CHUNKS,
+        run_ahead_chunks: int = DEFAULT_RUN_AHEAD_CHUNKS,
     ) -> None:
         self._store = store
-        self.budget = StreamBudget(ahead_chunks)
+        self.budget = StreamBudget(ahead_chunks, per_run=run_ahead_chunks)
         self._hot_runs = hot_runs
         self.coalesce_seconds = coalesce_seconds
         self.turn_seconds = turn_seconds

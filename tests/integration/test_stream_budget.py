@@ -106,3 +106,15 @@ def test_a_smaller_budget_lowers_the_least_share_to_a_32nd_of_it():
     for writer in [object() for _ in range(50)]:
         budget.holds(writer)
     assert budget.share() == 8
+
+
+def test_a_run_streaming_alone_buffers_no_more_than_one_runs_most():
+    budget = StreamBudget(1024, per_run=384)
+    alone, other, many = object(), object(), [object() for _ in range(48)]
+    budget.holds(alone)
+    assert budget.share() == 384
+    budget.holds(other)
+    assert budget.share() == 384
+    for writer in many:
+        budget.holds(writer)
+    assert budget.share() == 32
