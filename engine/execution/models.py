@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
+
+import msgspec
 
 from domain.errors import MissingReference
 from domain.templates import render_value
 from domain.workflow import ModelData, NodeData
 from engine.execution.errors import RunFailure, VisitFailure
 from engine.llm import (
+    DEFAULT_SCRIPT,
     SCRIPTED_ID,
     LlmProvider,
     ModelRegistry,
+    ParsedScript,
     ScriptedProvider,
     parse_script,
 )
@@ -24,15 +29,34 @@ def build_registry(settings: EngineSettings) -> ModelRegistry:
     return ModelRegistry(settings.models, default_model_id=settings.default_model_id or None)
 
 
-def scripted_from(script: Any, *, skip_turns: int, seed: str, pace_seconds: float) -> ScriptedProvider:
+SCRIPTS_PARSED_ONCE = 32
+"""The template-free scripts kept parsed for the visits that play them (by their JSON)."""
+
+
+def visit_script(script: Any, scope: dict[str, Any]) -> ParsedScript:
+    """A visit's script rendered against its inputs and parsed (ValueError when it is invalid).
+
+    A script without a `{{` reference renders to itself, so it is parsed once for every visit that plays it,
+    found by its JSON: walking a script of 1,000 steps costs ~1.4 ms a visit, encoding it ~0.1 ms.
+    """
+    raw = msgspec.json.encode(DEFAULT_SCRIPT if script is None else script)
+    if b"{{" not in raw:  # JSON has `{{` only inside strings: an object's first token is its first key
+        return _parsed_once(raw)
+    return parse_script(render_value(script, scope))
+
+
+@functools.lru_cache(maxsize=SCRIPTS_PARSED_ONCE)
+def _parsed_once(raw: bytes) -> ParsedScript:
+    return parse_script(msgspec.json.decode(raw))
+
+
+def scripted_from(turns: ParsedScript, *, skip_turns: int, seed: str, pace_seconds: float) -> ScriptedProvider:
     """A scripted provider that starts after `skip_turns` node turns (a resumed visit goes on where it paused)."""
-    if skip_turns <= 0 or script is None:
-        return ScriptedProvider(script, pace_seconds=pace_seconds, seed=seed)
-    turns = parse_script(script)
+    if skip_turns <= 0:
+        return ScriptedProvider(parsed=turns, pace_seconds=pace_seconds, seed=seed)
     node = turns["node"]
-    rest: dict[str, Any] = {key: value for key, value in turns.items() if key != "node"}
-    rest["turns"] = node[min(skip_turns, len(node) - 1):]
-    return ScriptedProvider(rest, pace_seconds=pace_seconds, seed=f"{seed}:after{skip_turns}")
+    rest = {**turns, "node": node[min(skip_turns, len(node) - 1):]}
+    return ScriptedProvider(parsed=rest, pace_seconds=pace_seconds, seed=f"{seed}:after{skip_turns}")
 
 
 class VisitModels:
@@ -67,9 +91,9 @@ class VisitModels:
             return self.registry.provider_for(model_id)
         if self._scripted is None:
             try:
-                script = render_value(self.data.visit_script(self.iter_seq), self.scope)
                 self._scripted = scripted_from(
-                    script, skip_turns=self.skip_turns, seed=self.seed, pace_seconds=self.pace_seconds,
+                    visit_script(self.data.visit_script(self.iter_seq), self.scope), skip_turns=self.skip_turns,
+                    seed=self.seed, pace_seconds=self.pace_seconds,
                 )
             except MissingReference as error:
                 raise VisitFailure(f"script: {error.message}") from None

@@ -4,7 +4,7 @@ from engine.llm.config import ModelConfig
 from engine.llm.openai import OpenAIProvider
 from engine.llm.registry import SCRIPTED_ID, ModelRegistry, UnknownModel
 from engine.llm.retry import Backoff, RetryBudget, retried
-from engine.llm.scripted import ScriptedProvider, parse_script
+from engine.llm.scripted import DEFAULT_SCRIPT, ParsedScript, ScriptedProvider, parse_script
 from engine.llm.types import (
     Chunk,
     ClarifyAsk,
@@ -33,7 +33,7 @@ from engine.llm.types import (
 )
 
 __all__ = [
-    "SCRIPTED_ID", "Backoff", "Chunk", "ClarifyAsk", "Completion", "CompletionRequest", "Finished",
+    "DEFAULT_SCRIPT", "SCRIPTED_ID", "ParsedScript", "Backoff", "Chunk", "ClarifyAsk", "Completion", "CompletionRequest", "Finished",
     "LlmCancelled", "LlmError", "LlmHttpError", "LlmProvider", "LlmRetriesExhausted", "LlmStreamBroken",
     "LlmTimeout", "LlmUnreachable", "RetryBudget", "retried",
     "Message", "ModelConfig", "ModelRegistry", "OpenAIProvider", "ReasoningDelta",

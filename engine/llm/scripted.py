@@ -32,6 +32,8 @@ from engine.waiting import wait_event
 
 Step = dict[str, Any]
 Turn = list[Step]
+ParsedScript = dict[str, list[Turn]]
+"""A script as parse_script leaves it: each purpose's turns ("node" for the node's own)."""
 
 STEP_KINDS = frozenset(
     {"thinking", "text", "tool_call", "status", "todo", "clarify", "tool_progress",
@@ -49,7 +51,7 @@ def split_words(text: str) -> list[str]:
     return _WORD_PIECES.findall(text) or ([text] if text else [])
 
 
-def parse_script(script: Any) -> dict[str, list[Turn]]:
+def parse_script(script: Any) -> ParsedScript:
     """Normalise a script (turns, a single turn, or a dict keyed by purpose); raise ValueError if bad."""
     if isinstance(script, dict):
         unknown = set(script) - {"turns", *PURPOSES}
@@ -94,9 +96,10 @@ class ScriptedProvider(CollectingProvider):
     """
 
     def __init__(
-        self, script: Any = None, *, pace_seconds: float = 0.0, seed: str = "scripted"
+        self, script: Any = None, *, pace_seconds: float = 0.0, seed: str = "scripted",
+        parsed: ParsedScript | None = None,
     ) -> None:
-        self._turns = parse_script(DEFAULT_SCRIPT if script is None else script)
+        self._turns = parsed if parsed is not None else parse_script(DEFAULT_SCRIPT if script is None else script)
         self.pace_seconds = pace_seconds
         self.seed = seed
         self._calls: dict[str, int] = {}

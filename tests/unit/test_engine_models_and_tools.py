@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine.context.tools import META, OUTPUT, PATHS
-from engine.execution.models import scripted_from
+from engine.execution.models import scripted_from, visit_script
 from engine.execution.tools import BUILTIN_TOOLS, READ_ONLY_TOOLS, is_idempotent, unknown_tools
 from engine.llm import CompletionRequest, Message, collect
 from engine.settings import Settings
@@ -19,13 +19,13 @@ async def answer(provider, purpose="node") -> str:
 
 
 async def test_a_resumed_visit_plays_its_script_after_the_turns_it_already_played():
-    provider = scripted_from(SCRIPT, skip_turns=2, seed="s", pace_seconds=0)
+    provider = scripted_from(visit_script(SCRIPT, {}), skip_turns=2, seed="s", pace_seconds=0)
     assert [await answer(provider), await answer(provider)] == ["three", "three"]
     assert await answer(provider, "reformat") == "{}"
 
 
 async def test_skipping_past_the_end_keeps_the_last_turn():
-    assert await answer(scripted_from(SCRIPT, skip_turns=9, seed="s", pace_seconds=0)) == "three"
+    assert await answer(scripted_from(visit_script(SCRIPT, {}), skip_turns=9, seed="s", pace_seconds=0)) == "three"
 
 
 def models_from(raw: str):
@@ -73,3 +73,20 @@ def test_a_tool_the_engine_does_not_know_such_as_a_gateways_terminal_is_not_safe
 
 def test_the_context_tools_are_the_read_only_ones_safe_to_repeat():
     assert READ_ONLY_TOOLS == {PATHS, OUTPUT, META} and all(is_idempotent(name) for name in READ_ONLY_TOOLS)
+
+
+def test_a_script_without_references_is_parsed_once_for_every_visit_that_plays_it():
+    script = [[{"text": "the same for every visit"}]]
+    assert visit_script(script, {"topic": "a"}) is visit_script([[{"text": "the same for every visit"}]], {})
+
+
+def test_a_script_with_references_is_rendered_against_each_visits_inputs():
+    script = [[{"text": "about {{topic}}"}]]
+    assert visit_script(script, {"topic": "owls"})["node"] == [[{"text": "about owls"}]]
+    assert visit_script(script, {"topic": "bees"})["node"] == [[{"text": "about bees"}]]
+
+
+def test_an_invalid_script_is_refused_each_time_it_is_played():
+    for _ in range(2):
+        with pytest.raises(ValueError, match="a step is a one-key object"):
+            visit_script([[{"text": "a", "status": "b"}]], {})
