@@ -77,7 +77,8 @@ def test_the_context_tools_are_the_read_only_ones_safe_to_repeat():
 
 def test_a_script_without_references_is_parsed_once_for_every_visit_that_plays_it():
     script = [[{"text": "the same for every visit"}]]
-    assert visit_script(script, {"topic": "a"}) is visit_script([[{"text": "the same for every visit"}]], {})
+    assert visit_script(script, {"topic": "a"}) is visit_script(script, {})
+    assert visit_script([[{"text": "the same for every visit"}]], {})["node"] == [script[0]]
 
 
 def test_a_script_with_references_is_rendered_against_each_visits_inputs():
