@@ -33,10 +33,10 @@ from engine.llm.types import (
 )
 
 __all__ = [
-    "DEFAULT_SCRIPT", "SCRIPTED_ID", "ParsedScript", "Backoff", "Chunk", "ClarifyAsk", "Completion", "CompletionRequest", "Finished",
+    "DEFAULT_SCRIPT", "SCRIPTED_ID", "Backoff", "Chunk", "ClarifyAsk", "Completion", "CompletionRequest", "Finished",
     "LlmCancelled", "LlmError", "LlmHttpError", "LlmProvider", "LlmRetriesExhausted", "LlmStreamBroken",
     "LlmTimeout", "LlmUnreachable", "RetryBudget", "retried",
-    "Message", "ModelConfig", "ModelRegistry", "OpenAIProvider", "ReasoningDelta",
+    "Message", "ModelConfig", "ModelRegistry", "OpenAIProvider", "ParsedScript", "ReasoningDelta",
     "ScriptedProvider", "StatusNote", "TextDelta", "TodoUpdate", "ToolCall", "ToolCallReady",
     "ToolProgress", "ToolSpec", "UnknownModel", "Usage", "collect", "parse_script",
 ]
