@@ -176,10 +176,10 @@ def append_latencies(kind: str, n: int) -> list[dict[str, Any]]:
         log = EventStore(parse_database_url(store.url))
         rows = run_rows(log)
         def fed_within(curs: Any, events: Sequence[Any], ids: list[int]) -> bool:
-            rows.apply_in(curs, events, ids[-1])
+            rows.apply_in(curs, events, ids[-1], track=kind == "sqlite")
             return True
 
-        feeds = ("without", "after its commit", "in its transaction") if kind == "sqlite" else ("without", "after its commit")
+        feeds = ("without", "after its commit", "in its transaction")
         for feed in feeds:
             log.after_append = ((lambda events, ids: rows.apply(events, ids[-1], track=kind == "sqlite"))
                                 if feed == "after its commit" else None)

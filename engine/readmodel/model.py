@@ -1,8 +1,8 @@
 """The run read model: the table, how it is fed, how it is read and how it is rebuilt.
 
 Feeding (docs/decisions/0021-run-read-model.md): every append this process makes is folded into
-the rows on the same writer thread before the append's caller resumes (on SQLite in the append's
-own transaction, behind a savepoint; on PostgreSQL right after its commit); so a client sees its
+the rows on the same writer thread before the append's caller resumes, in the append's own
+transaction behind a savepoint (one commit for both); so a client sees its
 own writes in the listing at once, on both stores. On PostgreSQL the library's `ProjectionRunner`
 also follows the notification log (reading what 50 ms of notifications announced at once:
 `GatheringSubscription`), so appends by other processes reach the rows (and a row this process
@@ -15,6 +15,7 @@ Reads of the rows are retried within the caller's time like every store read
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Sequence
@@ -84,18 +85,19 @@ class ReadModel:
         self.runner_restarts = 0
         self._behind = False
         store.sync.after_append = self.feed
-        if self.kind == "sqlite":
-            store.sync.within_append = self.feed_within
+        store.sync.within_append = self.feed_within
 
     def feed_within(self, curs: Any, events: Sequence[Any], notification_ids: Sequence[int]) -> bool:
-        """Fold an append into the rows in its own transaction (SQLite: one commit for both); False when the rows are
-        behind the log, so `feed` catches them up after the commit. A failure is logged, never raised: the rows'
+        """Fold an append into the rows in its own transaction (one commit for both); False when the rows are
+        behind the log (SQLite), so `feed` catches them up after the commit. A failure is logged, never raised: the rows'
         part is rolled back to its savepoint and the append commits without it."""
         if self._behind:
             return False
         curs.execute("SAVEPOINT flowtrail_run_rows")
         try:
-            self.rows.apply_in(curs, events, notification_ids[-1] if notification_ids else None)
+            with settled(curs):
+                self.rows.apply_in(curs, events, notification_ids[-1] if notification_ids else None,
+                                   track=self.kind == "sqlite")
         except Exception as error:  # noqa: BLE001 - the append stands; the rows are caught up or repaired
             curs.execute("ROLLBACK TO flowtrail_run_rows")
             self._missed(error)
@@ -282,3 +284,13 @@ def run_rows(store: EventStore) -> RunRows:
         recorder = PostgresRunRows(datastore=factory.datastore, tracking_table_name=f"{ROWS_TABLE}_tracking")
         recorder.create_table()
     return RunRows(recorder, events_table=store.events_table, mapper=store.mapper)
+
+
+def settled(curs: Any) -> contextlib.AbstractContextManager[Any]:
+    """Statements whose errors are raised by the end of the block: PostgreSQL's insert runs in psycopg's pipeline
+    mode, where an error is only known at the next sync (a nested pipeline block syncs as it ends)."""
+    connection: Any = getattr(curs, "connection", None)
+    if getattr(getattr(connection, "info", None), "pipeline_status", None):
+        pipeline: contextlib.AbstractContextManager[Any] = connection.pipeline()
+        return pipeline
+    return contextlib.nullcontext()

@@ -54,7 +54,7 @@ class RunRows:
             events_table = f'"{schema}".{events_table}'
         self._schema = None if isinstance(recorder, SqliteRunRows) else recorder.datastore.schema
         self._upsert = upsert_sql(self.table, self._mark)
-        self._select_one = f"SELECT {', '.join(COLUMNS)} FROM {self.table} WHERE run_id = {self._mark}"
+        self._select_rows = f"SELECT {', '.join(COLUMNS)} FROM {self.table} WHERE run_id IN "
         self._select_gap = (
             f"SELECT state FROM {events_table} WHERE originator_id = {self._mark} "
             f"AND originator_version > {self._mark} AND originator_version < {self._mark} ORDER BY originator_version"
@@ -68,24 +68,31 @@ class RunRows:
         with self.recorder.datastore.transaction(commit=True) as curs:
             self._apply_in(curs, by_run, notification_id, track=track)
 
-    def apply_in(self, curs: Any, events: Sequence[Any], notification_id: int | None) -> None:
-        """Fold stored events into their runs' rows and record `notification_id`, in the caller's transaction (the
-        append's own, on SQLite)."""
-        self._apply_in(curs, _by_run(events), notification_id, track=True)
+    def apply_in(self, curs: Any, events: Sequence[Any], notification_id: int | None, *, track: bool = True) -> None:
+        """Fold stored events into their runs' rows, in the caller's transaction (the append's own); with `track`,
+        record `notification_id` too (SQLite; on PostgreSQL the projection runner tracks)."""
+        self._apply_in(curs, _by_run(events), notification_id, track=track)
 
     def _apply_in(self, curs: Any, by_run: dict[UUID, list[ev.RunEvent]], notification_id: int | None, *,
                   track: bool) -> None:
-        changed = [row for run_id, news in by_run.items() if (row := self._folded(curs, run_id, news)) is not None]
+        stored = self._stored(curs, list(by_run))
+        changed = [row for run_id, news in by_run.items()
+                   if (row := self._folded(curs, run_id, stored.get(run_id.hex), news)) is not None]
         if changed:
             curs.executemany(self._upsert, [row_values(r) for r in changed])
         if track:
             self._track(curs, notification_id)
 
-    def _folded(self, curs: Any, run_id: UUID, news: list[ev.RunEvent]) -> RunRow | None:
-        """The run's row after `news`, None when the stored row already has them all."""
-        curs.execute(self._select_one, (run_id.hex,))
-        found = curs.fetchone()
-        row = row_of([found[c] for c in COLUMNS]) if found is not None else None
+    def _stored(self, curs: Any, run_ids: list[UUID]) -> dict[str, RunRow]:
+        """The stored rows of these runs, by run id (hex), read at once (in an append's transaction on PostgreSQL,
+        where one read is one round trip while the events table is locked)."""
+        if not run_ids:
+            return {}
+        curs.execute(self._select_rows + f"({', '.join([self._mark] * len(run_ids))})", [r.hex for r in run_ids])
+        return {found["run_id"]: row_of([found[c] for c in COLUMNS]) for found in curs.fetchall()}
+
+    def _folded(self, curs: Any, run_id: UUID, row: RunRow | None, news: list[ev.RunEvent]) -> RunRow | None:
+        """The run's row (`row` as stored) after `news`, None when the stored row already has them all."""
         last = row.last_event_id if row is not None else 0
         if news[-1].originator_version <= last:
             return None

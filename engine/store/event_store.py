@@ -99,7 +99,7 @@ class EventStore:
         self.after_append: Callable[[Sequence[Any], list[int]], None] | None = None
         """Called with each append's events and notification ids once they are stored (the run read model's feed)."""
         self.within_append: Callable[[Any, Sequence[Any], list[int]], bool] | None = None
-        """On SQLite, called in each append's transaction with its cursor, events and notification ids (the run read
+        """Called in each append's transaction with its cursor, events and notification ids (the run read
         model's feed, one commit with the append); False when it leaves the append to `after_append`."""
 
     def append_to_stream(self, events: Sequence[Any], *, retried: bool = False) -> list[int]:

@@ -27,6 +27,7 @@ from psycopg.sql import SQL, Identifier
 from domain.chain import ChainCells
 from engine.store.chain_links import CHAIN_COLUMNS
 from engine.store.columns import add_missing_columns
+from engine.store.sqlite_recorder import Within
 
 GATHER_SECONDS = 0.05
 """How long a subscription (the run read model's projection runner) gathers notifications before it reads."""
@@ -75,6 +76,16 @@ class ColumnArrayRecorder(PostgresApplicationRecorder):
         once = PostgresApplicationRecorder.insert_events.__wrapped__  # functools.wraps keeps the undecorated one
         found: Sequence[int] | None = once(self, stored_events, **kwargs)
         return found
+
+    def _fetch_ids_after_insert_events(
+        self, curs: Cursor[Any], stored_events: Sequence[StoredEvent], *, within: Within | None = None, **kwargs: Any,
+    ) -> Sequence[int] | None:
+        """The library's notification ids of the rows just inserted; `within` then writes what else belongs to the
+        append in its transaction (the run read model's rows), before the library commits."""
+        ids = super()._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
+        if within is not None and ids:
+            within(curs, list(ids))
+        return ids
 
     def _insert_stored_events(
         self, curs: Cursor[Any], stored_events: Sequence[StoredEvent], *, chains: Sequence[ChainCells] = (), **_: Any,

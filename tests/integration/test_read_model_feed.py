@@ -1,5 +1,5 @@
-"""The run read model's feed on SQLite: a run's row is written in its append's own transaction (one commit), and a
-failure of the row's part leaves the append stored."""
+"""The run read model's feed: a run's row is written in its append's own transaction (one commit), and a failure of
+the row's part leaves the append stored."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import pytest
 
 from tests.support.runs import new_run, open_visit
 
-pytestmark = [pytest.mark.services(load_demos=False), pytest.mark.parametrize("store", ["sqlite"], indirect=True)]
+pytestmark = pytest.mark.services(load_demos=False)
 
 
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
 async def test_a_runs_row_is_written_in_its_appends_transaction_with_the_position(services):
     services.store.sync.after_append = None  # nothing is fed after the commit: the row can only come with it
     run_id = await new_run(services)
@@ -23,12 +24,23 @@ async def test_a_runs_row_is_written_in_its_appends_transaction_with_the_positio
     assert services.read_model.rows.tracking_position() == services.store.sync.last_notification_id()
 
 
+@pytest.mark.parametrize("store", ["postgres"], indirect=True)
+async def test_a_runs_row_is_written_in_its_appends_transaction_on_postgresql_too(services, monkeypatch):
+    services.store.sync.after_append = None  # nothing is fed after the commit
+    monkeypatch.setattr(services.read_model.rows, "apply", lambda *args, **kwargs: None)  # nor by the runner
+    run_id = await new_run(services)
+    writer = await services.runs.writer(run_id)
+    await open_visit(writer)
+    row = await services.read_model.row(run_id)
+    assert row is not None and row.last_event_id == writer.run.version
+
+
 async def test_a_failure_of_the_rows_part_leaves_the_append_stored_and_is_logged(services, monkeypatch, caplog):
     run_id = await new_run(services)
     writer = await services.runs.writer(run_id)
     before = await services.read_model.row(run_id)
 
-    def broken(curs, events, notification_id):
+    def broken(curs, events, notification_id, **options):
         curs.execute("INSERT INTO no_such_table VALUES (1)")
 
     monkeypatch.setattr(services.read_model.rows, "apply_in", broken)
@@ -39,13 +51,14 @@ async def test_a_failure_of_the_rows_part_leaves_the_append_stored_and_is_logged
     assert "missed an append" in caplog.text
 
 
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
 async def test_rows_that_missed_an_append_while_the_disk_was_full_catch_up_at_the_next_one(services, monkeypatch):
     run_id = await new_run(services)
     writer = await services.runs.writer(run_id)
     rows = services.read_model.rows
     apply_in = rows.apply_in
 
-    def full(curs, events, notification_id):
+    def full(curs, events, notification_id, **options):
         raise sqlite3.OperationalError("database or disk is full")
 
     monkeypatch.setattr(rows, "apply_in", full)
