@@ -175,6 +175,7 @@ def append_latencies(kind: str, n: int) -> list[dict[str, Any]]:
     try:
         log = EventStore(parse_database_url(store.url))
         rows = run_rows(log)
+
         def fed_within(curs: Any, events: Sequence[Any], ids: list[int]) -> bool:
             rows.apply_in(curs, events, ids[-1], track=kind == "sqlite")
             return True

@@ -88,8 +88,8 @@ class ReadModel:
         store.sync.within_append = self.feed_within
 
     def feed_within(self, curs: Any, events: Sequence[Any], notification_ids: Sequence[int]) -> bool:
-        """Fold an append into the rows in its own transaction (one commit for both); False when the rows are
-        behind the log (SQLite), so `feed` catches them up after the commit. A failure is logged, never raised: the rows'
+        """Fold an append into the rows in its own transaction (one commit for both); False when the rows are behind
+        the log (SQLite), so `feed` catches them up after the commit. A failure is logged, never raised: the rows'
         part is rolled back to its savepoint and the append commits without it."""
         if self._behind:
             return False

@@ -32,6 +32,8 @@ from engine.store.mapper import MsgspecMapper
 from projections.run_row import RunRow, fold_rows
 
 RUN_EVENT_SET = frozenset(ev.RUN_EVENT_TYPES)
+ROWS_READ_AT_ONCE = 500
+"""The most runs whose rows one statement reads (well under SQLite's and PostgreSQL's parameter limits)."""
 
 
 def run_events(events: Iterable[Any]) -> list[ev.RunEvent]:
@@ -84,12 +86,14 @@ class RunRows:
             self._track(curs, notification_id)
 
     def _stored(self, curs: Any, run_ids: list[UUID]) -> dict[str, RunRow]:
-        """The stored rows of these runs, by run id (hex), read at once (in an append's transaction on PostgreSQL,
-        where one read is one round trip while the events table is locked)."""
-        if not run_ids:
-            return {}
-        curs.execute(self._select_rows + f"({', '.join([self._mark] * len(run_ids))})", [r.hex for r in run_ids])
-        return {found["run_id"]: row_of([found[c] for c in COLUMNS]) for found in curs.fetchall()}
+        """The stored rows of these runs, by run id (hex), read together (in an append's transaction on PostgreSQL,
+        one read is one round trip while the events table is locked), ROWS_READ_AT_ONCE runs a statement."""
+        stored: dict[str, RunRow] = {}
+        for start in range(0, len(run_ids), ROWS_READ_AT_ONCE):
+            some = [r.hex for r in run_ids[start:start + ROWS_READ_AT_ONCE]]
+            curs.execute(self._select_rows + f"({', '.join([self._mark] * len(some))})", some)
+            stored.update((found["run_id"], row_of([found[c] for c in COLUMNS])) for found in curs.fetchall())
+        return stored
 
     def _folded(self, curs: Any, run_id: UUID, row: RunRow | None, news: list[ev.RunEvent]) -> RunRow | None:
         """The run's row (`row` as stored) after `news`, None when the stored row already has them all."""

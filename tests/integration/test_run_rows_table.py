@@ -8,6 +8,7 @@ from uuid import uuid4
 
 from domain import events as ev
 from engine.readmodel import run_rows
+from engine.readmodel.rows import ROWS_READ_AT_ONCE
 from engine.readmodel.table import COLUMNS, ROWS_TABLE, row_of
 from engine.store import EventStore
 
@@ -48,3 +49,18 @@ def test_a_table_made_before_the_fork_columns_gets_them_and_keeps_its_rows(log):
         old, fork = (row_of([found[c] for c in COLUMNS]) for found in curs.fetchall())
     assert (old.prompt_tokens, old.last_event_id, old.forked_from_run_id) == (3, 9, None)
     assert (fork.forked_from_visit_uuid, fork.forked_from_position, fork.last_event_id) == ("v3", 7, 2)
+
+
+def test_one_apply_for_more_runs_than_one_statement_reads_folds_every_runs_row(log):
+    rows, at = run_rows(log), datetime.now(UTC)
+    rows.add_missing_columns()
+    created = [ev.RunCreated(originator_id=uuid4(), originator_version=1, timestamp=at, workflow_id=1,
+                             workflow_name="flow", workflow_version=1, display_name="Flow", mode="DAG")
+               for _ in range(ROWS_READ_AT_ONCE + 20)]
+    rows.apply(created)
+    rows.apply([ev.RunStarted(originator_id=e.originator_id, originator_version=2, timestamp=at) for e in created])
+    with log.app.recorder.datastore.transaction(commit=False) as curs:
+        curs.execute(f"SELECT status, last_event_id FROM {table_of(log)}")
+        assert {(r["status"], r["last_event_id"]) for r in curs.fetchall()} == {("RUNNING", 2)}
+        curs.execute(f"SELECT COUNT(*) AS n FROM {table_of(log)}")
+        assert curs.fetchone()["n"] == len(created)
