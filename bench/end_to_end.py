@@ -15,7 +15,8 @@ from `GET /api/v1/runs/{id}/events`, where each NodeStreamed keeps the time the 
 own), started together and followed by one client each: the other counts of `--paced` in rising order until
 one misses the p99 target (150 ms), then the first count (the target's 500): its per-event delay p50 / p99;
 the largest count within the p99 target is the "live runs per core" figure (one server process: one event loop, one core
-for Python).
+for Python). Its host executes every run it is given at once (`FLOWTRAIL_WORKER_CONCURRENCY` is set to the largest
+count: PostgreSQL's job worker runs 100 at a time by default and queues the rest).
 
 `replay`: a finished run of N events (its frames released, so served from the store) read whole by one
 client, with `types=node_stream` and without; events/s from the request to the last node_stream frame.
@@ -350,8 +351,10 @@ async def run(
             fleet.workers.append(client)
             paced = None
             if "paced" in cases:
+                # every paced run executes at once: PostgreSQL's job worker would run 100 and queue the rest
                 paced_host = await fleet.host(fleet.store(kind), workflows_dir=flows, name="paced",
-                                              scripted_pace_seconds=PACED_STEP_SECONDS)
+                                              scripted_pace_seconds=PACED_STEP_SECONDS,
+                                              worker_concurrency=max(paced_counts))
                 paced = Bench(paced_host, client)
             bench = Bench(host, client, paced)
             try:
