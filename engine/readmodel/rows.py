@@ -70,7 +70,7 @@ class RunRows:
         with self.recorder.datastore.transaction(commit=True) as curs:
             self._apply_in(curs, by_run, notification_id, track=track)
 
-    def apply_in(self, curs: Any, events: Sequence[Any], notification_id: int | None, *, track: bool = True) -> None:
+    def apply_in(self, curs: Any, events: Sequence[Any], notification_id: int | None, *, track: bool = False) -> None:
         """Fold stored events into their runs' rows, in the caller's transaction (the append's own); with `track`,
         record `notification_id` too (SQLite; on PostgreSQL the projection runner tracks)."""
         self._apply_in(curs, _by_run(events), notification_id, track=track)
