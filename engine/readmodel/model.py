@@ -6,7 +6,7 @@ transaction behind a savepoint (one commit for both); so a client sees its
 own writes in the listing at once, on both stores. On PostgreSQL the library's `ProjectionRunner`
 also follows the notification log (reading what 50 ms of notifications announced at once:
 `GatheringSubscription`), so appends by other processes reach the rows (and a row this process
-failed to write is repaired).
+failed to write is repaired); the positions this process folded itself are skipped (`FoldedHere`).
 The runner stops when its connection is lost (an outage, a server restart); a watcher thread
 starts a new one, which goes on from the tracked position, once the server answers again.
 Reads of the rows are retried within the caller's time like every store read
@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -27,6 +28,7 @@ from eventsourcing.persistence import IntegrityError, Tracking
 from eventsourcing.projection import Projection, ProjectionRunner
 
 from domain import events as ev
+from engine.readmodel.folded import FoldedHere
 from engine.readmodel.listing import PostgresRowReader, RunQuery, SqliteRowReader
 from engine.readmodel.rows import RunRows
 from engine.readmodel.table import ROWS_TABLE, PostgresRunRows, SqliteRunRows, micros
@@ -43,28 +45,48 @@ RUN_TAGS = tuple(str(t.__struct_config__.tag) for t in ev.RUN_EVENT_TYPES)
 RUNNER_TOPICS = tuple(tag for tag in RUN_TAGS if tag != "NodeStreamed")
 """What the runner follows: every run event but stream chunks (they move only `last_event_id`; the next
 other event catches the row up from the stream)."""
+TRACK_SKIPPED_EVERY_SECONDS = 1.0
+"""How often the runner records its position while it only skips positions this process folded."""
 REBUILD_PAGE = 5000
 WATCH_SECONDS = 0.5
 """How often the watcher looks whether the PostgreSQL runner stopped (and tries to start a new one)."""
 
 
+_RUNNER_TYPES = frozenset(t for t in ev.RUN_EVENT_TYPES if t is not ev.NodeStreamed)
+
+
+def followed_by_runner(event: Any) -> bool:
+    """True for the events the PostgreSQL runner follows (RUNNER_TOPICS)."""
+    return type(event) in _RUNNER_TYPES
+
+
 class RunRowProjection(Projection[PostgresRunRows]):
-    """The library's projection of the log into the run rows, one event and its tracking per transaction."""
+    """The library's projection of the log into the run rows, one event and its tracking per transaction;
+    positions this process folded in their append's transaction are skipped."""
 
     name = ROWS_TABLE
     topics = RUNNER_TOPICS
+    folded_here: FoldedHere | None = None
+    """Set by the read model once the runner is built (until then every position is folded)."""
 
     def __init__(self, view: PostgresRunRows) -> None:
         super().__init__(view)
         self.rows = RunRows(view, events_table=f"{APP_NAME}_events", mapper=MsgspecMapper(STORED_EVENT_TYPES))
+        self._tracked_at = 0.0
 
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
         """Fold the event into its run's row and record its position, in one transaction; a position another
-        replica's runner recorded first is skipped (its transaction folded the event)."""
+        replica's runner recorded first is skipped (its transaction folded the event). A position this process
+        folded already is skipped too, its position recorded at most once a second."""
+        folded = self.folded_here
+        skipped = folded is not None and folded.take(tracking.notification_id)
+        if skipped and time.monotonic() - self._tracked_at < TRACK_SKIPPED_EVERY_SECONDS:
+            return
         try:
-            self.rows.apply([domain_event], tracking.notification_id, track=True)
+            self.rows.apply([] if skipped else [domain_event], tracking.notification_id, track=True)
         except IntegrityError:
             log.debug("position %d was projected by another process", tracking.notification_id)
+        self._tracked_at = time.monotonic()
 
 
 class ReadModel:
@@ -84,6 +106,8 @@ class ReadModel:
         self._watcher: threading.Thread | None = None
         self.runner_restarts = 0
         self._behind = False
+        self.folded_here = FoldedHere()
+        """Positions fed in their append's transaction, which the PostgreSQL runner need not fold again."""
         store.sync.after_append = self.feed
         store.sync.within_append = self.feed_within
 
@@ -101,6 +125,9 @@ class ReadModel:
         except Exception as error:  # noqa: BLE001 - the append stands; the rows are caught up or repaired
             curs.execute("ROLLBACK TO flowtrail_run_rows")
             self._missed(error)
+        else:
+            if self.kind == "postgres":
+                self.folded_here.add(i for event, i in zip(events, notification_ids) if followed_by_runner(event))
         curs.execute("RELEASE flowtrail_run_rows")
         return True
 
@@ -150,6 +177,9 @@ class ReadModel:
             application_class=FlowtrailApplication, projection_class=RunRowProjection,
             view_class=PostgresRunRows, env=env,
         )
+        projection = runner.projection
+        assert isinstance(projection, RunRowProjection)
+        projection.folded_here = self.folded_here
         runner.__enter__()
         return runner
 

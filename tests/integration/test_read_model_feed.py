@@ -3,8 +3,10 @@ the row's part leaves the append stored."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
+from typing import Any
 
 import pytest
 
@@ -65,5 +67,30 @@ async def test_rows_that_missed_an_append_while_the_disk_was_full_catch_up_at_th
     await open_visit(writer)
     monkeypatch.setattr(rows, "apply_in", apply_in)
     await open_visit(writer)
+    row = await services.read_model.row(run_id)
+    assert row is not None and row.last_event_id == writer.run.version
+
+
+@pytest.mark.parametrize("store", ["postgres"], indirect=True)
+async def test_the_postgresql_runner_skips_what_this_process_folded_in_the_appends_transaction(services, monkeypatch):
+    runner = services.read_model.runner
+    assert runner is not None
+    folded_again: list[Any] = []
+    apply = runner.projection.rows.apply
+
+    def counted(events, notification_id, **options):
+        folded_again.extend(events)
+        return apply(events, notification_id, **options)
+
+    monkeypatch.setattr(runner.projection.rows, "apply", counted)
+    run_id = await new_run(services)
+    writer = await services.runs.writer(run_id)
+    await open_visit(writer)
+    for _ in range(100):  # the runner reads the log every 50 ms
+        if len(services.read_model.folded_here) == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert len(services.read_model.folded_here) == 0
+    assert [e for e in folded_again if e.originator_id == run_id] == []
     row = await services.read_model.row(run_id)
     assert row is not None and row.last_event_id == writer.run.version
