@@ -245,6 +245,7 @@ def build_services(settings: Settings, *, encode_frame: FrameEncoder,
             deliver=partial(_deliver_foreign, hot_runs, tasks), local_appends_done=store.appends_done,
         )
         store.on_appended = tail.appended_here
+        sync_store.ids_taken = tail.appended_here
         dispatch = JobDispatch(location, settings.dispatch, execute=tasks.execute_here)
     engine = Engine(runs, tasks, dispatch=dispatch)
     keys = KeyRing(settings.api_keys)

@@ -101,6 +101,9 @@ class EventStore:
         self.within_append: Callable[[Any, Sequence[Any], list[int]], bool] | None = None
         """Called in each append's transaction with its cursor, events and notification ids (the run read
         model's feed, one commit with the append); False when it leaves the append to `after_append`."""
+        self.ids_taken: Callable[[list[int]], None] | None = None
+        """Called in each append's transaction with its notification ids, before the commit makes its rows
+        visible (the live tail's ranges of this process's own appends, so it never reads them back)."""
 
     def append_to_stream(self, events: Sequence[Any], *, retried: bool = False) -> list[int]:
         """Append events at their streams' positions (all or none); returns their notification ids.
@@ -121,8 +124,15 @@ class EventStore:
         cells = self.chain.cells(rows)
         fed: list[bool] = []
         extra: dict[str, Any] = {}
-        if (within := self.within_append) is not None:
-            extra["within"] = lambda cursor, ids: fed.append(within(cursor, events, ids))
+        within, taken = self.within_append, self.ids_taken
+        if within is not None or taken is not None:
+            def in_transaction(cursor: Any, ids: list[int]) -> None:
+                if taken is not None:
+                    taken(ids)
+                if within is not None:
+                    fed.append(within(cursor, events, ids))
+
+            extra["within"] = in_transaction
         try:
             stored = list(self.app.recorder.insert_events(rows, chains=cells, **extra) or ())
         except IntegrityError as exc:

@@ -4,12 +4,14 @@ It lets a server process see events that another process appended. Rows this pro
 appended itself are skipped: the library inserts under an exclusive table lock, so
 notification ids are handed out in commit order and each append's ids are one contiguous
 range; once such a range is committed, every smaller id is committed or will never exist.
-On a wake-up the tail first lets this process's appends in flight finish, so it knows their
-ids before it reads, but waits at most OWN_APPENDS_WAIT_SECONDS: what other processes
-appended is never held back longer by this process's own writes, however slow they are (a
-busy machine, a queue for the table lock). A range learned while a read was in flight is
-dropped from its rows undecoded; an own row read before its range was known is delivered
-like another process's (a hot run drops it by position).
+The store's writer thread notes each append's range in the append's own transaction, as soon as
+the library has its ids (`EventStore.ids_taken`), so the range is known before the commit makes
+its rows visible: the tail never reads them back, however busy the event loop is. (A range
+whose transaction then fails is skipped harmlessly: those ids never appear.) On a wake-up the
+tail also lets this process's appends in flight finish, but waits at most
+OWN_APPENDS_WAIT_SECONDS: what other processes appended is never held back longer by this
+process's own writes. An own row that is read all the same (an append made another way) is
+delivered like another process's (a hot run drops it by position).
 
 When the connection is lost (the server restarted, our backend was terminated) the tail
 reconnects with capped backoff and reads on from its cursor, so nothing committed in
@@ -23,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import logging
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 from uuid import UUID
@@ -68,6 +71,8 @@ class PostgresTail:
             "WHERE notification_id > $1 AND notification_id < $3 ORDER BY notification_id LIMIT $2"
         )
         self._own: list[tuple[int, int]] = []
+        self._own_lock = threading.Lock()
+        """`_own` is noted on the store's writer thread and read on the event loop."""
         self._select_max = f"SELECT COALESCE(MAX(notification_id), 0) FROM {table}"
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -86,16 +91,18 @@ class PostgresTail:
         self._wake.set()
 
     def appended_here(self, notification_ids: list[int]) -> None:
-        """Note the ids of an append this process made, so the tail need not read them back."""
+        """Note the ids of an append this process made, so the tail need not read them back (any thread)."""
         if notification_ids and notification_ids[-1] > self.cursor:
-            bisect.insort(self._own, (notification_ids[0], notification_ids[-1]))
+            with self._own_lock:
+                bisect.insort(self._own, (notification_ids[0], notification_ids[-1]))
 
     def _skip_own(self) -> int | None:
         """Move the cursor past our own appends that follow it; the first id of the next one."""
-        while self._own and self._own[0][0] <= self.cursor + 1:
-            first, last = self._own.pop(0)
-            self.cursor = max(self.cursor, last)
-        return self._own[0][0] if self._own else None
+        with self._own_lock:
+            while self._own and self._own[0][0] <= self.cursor + 1:
+                first, last = self._own.pop(0)
+                self.cursor = max(self.cursor, last)
+            return self._own[0][0] if self._own else None
 
     async def _run(self) -> None:
         while True:
@@ -129,8 +136,9 @@ class PostgresTail:
 
     def _own_row(self, notification_id: int) -> bool:
         """True when the row is in a range this process appended (known by now)."""
-        at = bisect.bisect_right(self._own, (notification_id, NO_LIMIT)) - 1
-        return at >= 0 and self._own[at][0] <= notification_id <= self._own[at][1]
+        with self._own_lock:
+            at = bisect.bisect_right(self._own, (notification_id, NO_LIMIT)) - 1
+            return at >= 0 and self._own[at][0] <= notification_id <= self._own[at][1]
 
     def _deliver(self, rows: list[asyncpg.Record]) -> None:
         events = [
