@@ -20,44 +20,32 @@ import json
 import time
 from typing import Any
 
-import httpx
-
 from bench.channel import Worker
 from bench.cli import run_loop
-from bench.end_to_end import PACED_STEP_SECONDS, _timestamps, workflow
+from bench.end_to_end import PACED_STEP_SECONDS, Bench, _timestamps, workflow
 from bench.figures import percentile, print_table
 from bench.fleet import Fleet
 from bench.machine import cpu_seconds
-from bench.names import API_KEY
 
 NAME = "paced"
-TRIES = 30
 READ_BACK_AT_ONCE = 8
 
 
-async def _post(http: httpx.AsyncClient, path: str, body: Any = None) -> httpx.Response:
-    """POST, sent again after a while when answered 503 (the store's queue was longer than a request waits)."""
-    for _ in range(TRIES):
-        answer = await http.post(path, json=body)
-        if answer.status_code != 503:
-            break
-        await asyncio.sleep(0.2)
-    return answer.raise_for_status()
-
-
-async def one_round(hosts: list[Worker], clients: list[Worker], https: list[httpx.AsyncClient], count: int) -> dict[str, Any]:
+async def one_round(benches: list[Bench], count: int) -> dict[str, Any]:
     """`count` paced runs spread over the hosts: delay p50/p99 ms, events/s, each host's share of a core."""
-    n = len(hosts)
-    created = await asyncio.gather(*(_post(https[k % n], f"/api/v1/workflows/{NAME}/runs", {}) for k in range(count)))
+    n = len(benches)
+    hosts = [b.host for b in benches]
+    created = await asyncio.gather(*(benches[k % n]._post(f"/api/v1/workflows/{NAME}/runs", {}) for k in range(count)))
     run_ids = [answer.json()["data"]["runId"] for answer in created]
     mine = [[r for k, r in enumerate(run_ids) if k % n == i] for i in range(n)]
-    calls = [clients[i].send("follow", base_url=hosts[i].info["base_url"],
-                             paths=[f"/api/v1/workflows/{NAME}/runs/{r}/stream?types=node_stream" for r in mine[i]])
-             for i in range(n)]
+    calls = [b.client.send("follow", base_url=b.base,
+                           paths=[f"/api/v1/workflows/{NAME}/runs/{r}/stream?types=node_stream" for r in mine[i]])
+             for i, b in enumerate(benches)]
     for call in calls:
         await call.wait("connected", timeout=120)
     cpu0, began = [cpu_seconds(h.pid) for h in hosts], time.time()
-    await asyncio.gather(*(_post(https[k % n], f"/api/v1/workflows/{NAME}/runs/{r}/start") for k, r in enumerate(run_ids)))
+    await asyncio.gather(*(benches[k % n]._post(f"/api/v1/workflows/{NAME}/runs/{r}/start", None)
+                           for k, r in enumerate(run_ids)))
     followed = [(await call.result(timeout=1200))["clients"] for call in calls]
     took = time.time() - began
     shares = [(cpu_seconds(h.pid) - c) / took for h, c in zip(hosts, cpu0)]
@@ -66,7 +54,7 @@ async def one_round(hosts: list[Worker], clients: list[Worker], https: list[http
 
     async def log_of(run_id: str) -> tuple[str, str]:
         async with reading:
-            return run_id, (await https[0].get(f"/api/v1/runs/{run_id}/events")).raise_for_status().text
+            return run_id, (await benches[0].http.get(f"/api/v1/runs/{run_id}/events")).raise_for_status().text
 
     delays: list[float] = []
     for run_id, text in await asyncio.gather(*(log_of(r) for r in run_ids)):
@@ -86,21 +74,20 @@ async def row(replicas: int, runs: int, events: int) -> dict[str, Any]:
         store = fleet.store("postgres")
         hosts = [await fleet.host(store, workflows_dir=flows, name=f"replica-{i}", worker_concurrency=runs,
                                   scripted_pace_seconds=PACED_STEP_SECONDS) for i in range(replicas)]
-        clients = []
-        for i in range(replicas):  # bench.end_to_end's raw SSE clients: each frame's id and arrival
-            clients.append(await Worker.start("bench.end_to_end", "--client", name=f"client-{i}"))
-            fleet.workers.append(clients[-1])
-        https = [httpx.AsyncClient(base_url=h.info["base_url"], headers={"X-API-Key": API_KEY}, timeout=300.0)
-                 for h in hosts]
+        benches = []
+        for i, host in enumerate(hosts):  # bench.end_to_end's raw SSE clients: each frame's id and arrival
+            client = await Worker.start("bench.end_to_end", "--client", name=f"client-{i}")
+            fleet.workers.append(client)
+            benches.append(Bench(host, client))
         try:
-            warm = await one_round(hosts, clients, https, 50)
+            warm = await one_round(benches, 50)
             print(f"{replicas} replica(s), 50 runs (warm-up): delay p50 {warm['p50']:.0f} / p99 {warm['p99']:.0f} ms",
                   flush=True)
             await asyncio.sleep(3.0)
-            found = await one_round(hosts, clients, https, runs)
+            found = await one_round(benches, runs)
         finally:
-            for http in https:
-                await http.aclose()
+            for bench in benches:
+                await bench.close()
     return {"replicas": replicas, "runs": runs, "delay p50 ms": found["p50"], "delay p99 ms": found["p99"],
             "events/s": found["rate"], "host CPU (cores)": " ".join(f"{c:.2f}" for c in found["cpu"])}
 

@@ -244,7 +244,6 @@ def build_services(settings: Settings, *, encode_frame: FrameEncoder,
             location, sync_store.mapper, wanted=lambda run_id, at: hot_runs.wants(run_id, at) or tasks.executing(run_id),
             deliver=partial(_deliver_foreign, hot_runs, tasks), local_appends_done=store.appends_done,
         )
-        store.on_appended = tail.appended_here
         sync_store.ids_taken = tail.appended_here
         dispatch = JobDispatch(location, settings.dispatch, execute=tasks.execute_here)
     engine = Engine(runs, tasks, dispatch=dispatch)

@@ -42,7 +42,8 @@ from projections.run_row import RunRow, fold_rows
 
 log = logging.getLogger("flowtrail.readmodel")
 RUN_TAGS = tuple(str(t.__struct_config__.tag) for t in ev.RUN_EVENT_TYPES)
-RUNNER_TOPICS = tuple(tag for tag in RUN_TAGS if tag != "NodeStreamed")
+_RUNNER_TYPES = frozenset(t for t in ev.RUN_EVENT_TYPES if t is not ev.NodeStreamed)
+RUNNER_TOPICS = tuple(str(t.__struct_config__.tag) for t in ev.RUN_EVENT_TYPES if t in _RUNNER_TYPES)
 """What the runner follows: every run event but stream chunks (they move only `last_event_id`; the next
 other event catches the row up from the stream)."""
 TRACK_SKIPPED_EVERY_SECONDS = 1.0
@@ -50,9 +51,6 @@ TRACK_SKIPPED_EVERY_SECONDS = 1.0
 REBUILD_PAGE = 5000
 WATCH_SECONDS = 0.5
 """How often the watcher looks whether the PostgreSQL runner stopped (and tries to start a new one)."""
-
-
-_RUNNER_TYPES = frozenset(t for t in ev.RUN_EVENT_TYPES if t is not ev.NodeStreamed)
 
 
 def followed_by_runner(event: Any) -> bool:

@@ -58,7 +58,6 @@ class AsyncEventStore:
         self._executor = ThreadPoolExecutor(write_threads, thread_name_prefix="flowtrail-store")
         self.groups = AppendGroups(store.append_together, self._executor)
         self.pool: asyncpg.Pool | None = None
-        self.on_appended: Callable[[list[int]], None] | None = None
         self._appending: set[asyncio.Future[list[int]]] = set()
         self.sqlite: SqliteStreamReader | None = None
         if self.location.kind == "sqlite":
@@ -191,20 +190,15 @@ class AsyncEventStore:
             retried = tries > 1
             return await self.groups.append(events, retried=retried, deadline=REQUEST_DEADLINE.get())
 
-        ids = await self.bounded(attempt, "append", write=True)
-        if self.on_appended is not None:
-            self.on_appended(ids)
-        return ids
+        return await self.bounded(attempt, "append", write=True)
 
     async def erase_stream(self, stream_id: UUID, closing: Callable[[int], Any]) -> Any:
         """Erase a stream's content and append the event `closing(count)` makes, in one transaction
         (`EventStore.erase_stream`); returns that event. Retried while the store is away: an attempt that
         committed unheard makes the retry find its position taken (ConcurrentAppend), so the caller reads the log."""
-        event, ids = await self.bounded(
+        event, _ = await self.bounded(
             lambda: self._write_on_thread(lambda: self.sync.erase_stream(stream_id, closing)), "erase", write=True,
         )
-        if self.on_appended is not None:
-            self.on_appended(ids)
         return event
 
     async def forget_erased_bytes(self) -> None:

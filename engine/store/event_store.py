@@ -102,8 +102,8 @@ class EventStore:
         """Called in each append's transaction with its cursor, events and notification ids (the run read
         model's feed, one commit with the append); False when it leaves the append to `after_append`."""
         self.ids_taken: Callable[[list[int]], None] | None = None
-        """Called in each append's transaction with its notification ids, before the commit makes its rows
-        visible (the live tail's ranges of this process's own appends, so it never reads them back)."""
+        """Called in each append's (and erasure's) transaction with its notification ids, before the commit makes
+        its rows visible (the live tail's ranges of this process's own appends, so it never reads them back)."""
 
     def append_to_stream(self, events: Sequence[Any], *, retried: bool = False) -> list[int]:
         """Append events at their streams' positions (all or none); returns their notification ids.
@@ -223,6 +223,8 @@ class EventStore:
         with self._datastore.transaction(commit=True) as curs:
             recorder._insert_stored_events(curs, appended, chains=cells)
             ids = list(recorder._fetch_ids_after_insert_events(curs, appended))
+            if self.ids_taken is not None:
+                self.ids_taken(ids)
             rewrite(curs, self._erasure_sql, key, found)
         return ids
 

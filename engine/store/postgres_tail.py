@@ -10,7 +10,7 @@ its rows visible: the tail never reads them back, however busy the event loop is
 whose transaction then fails is skipped harmlessly: those ids never appear.) On a wake-up the
 tail also lets this process's appends in flight finish, but waits at most
 OWN_APPENDS_WAIT_SECONDS: what other processes appended is never held back longer by this
-process's own writes. An own row that is read all the same (an append made another way) is
+process's own writes. An own row that is read all the same (written some other way) is
 delivered like another process's (a hot run drops it by position).
 
 When the connection is lost (the server restarted, our backend was terminated) the tail

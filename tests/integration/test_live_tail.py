@@ -13,7 +13,6 @@ pytestmark = [pytest.mark.services(load_demos=False), pytest.mark.parametrize("s
 
 
 async def test_the_tail_skips_an_append_whose_ids_only_its_own_transaction_noted(services, monkeypatch):
-    monkeypatch.setattr(services.store, "on_appended", None)  # the event loop learns nothing after the commit
     tail = services.tail
     read: list[Any] = []
     deliver = tail._deliver
